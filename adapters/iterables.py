@@ -1,0 +1,149 @@
+"""Iterables and Reactive Streams, both directions.
+
+- ``from_iterable``: a cold Publisher; the iterator is advanced once per unit of demand, on
+  the thread that calls ``request``, so a generator runs only as far as demand reaches.
+  Cancel ``close()``s a generator so its ``finally`` blocks run.
+- ``to_iterator``: a blocking iterator over any Publisher that keeps at most ``prefetch``
+  elements requested ahead of consumption (replenishing at 75%). Signals may arrive on any
+  thread; the consuming thread blocks in ``__next__``, so never call it on a running event
+  loop (use ``adapters.async_iterables.to_async_iterator`` there). ``close()``, leaving a
+  ``with`` block, or dropping the iterator cancels the subscription.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterable, Iterator
+from types import TracebackType
+from typing import Final, Generic, TypeVar, final
+
+from rs_core._drain import EMPTY, END
+from rs_core._prefetch import PrefetchQueue
+from rs_core.api import Publisher
+from rs_core.publishers._iterable import IterablePublisher
+
+__all__ = ["BlockingIterator", "from_iterable", "to_iterator"]
+
+T = TypeVar("T")
+
+
+def from_iterable(iterable: Iterable[T]) -> Publisher[T]:
+    """A cold Publisher over ``iterable``, pulled only as far as demand reaches.
+
+    Each Subscriber iterates afresh; a one-shot iterator or generator serves one Subscriber
+    (a second gets ``on_subscribe`` then ``on_error`` saying why). An exception raised by the
+    iterator reaches ``on_error`` after the elements already produced; ``None`` from it is
+    ``on_error(TypeError)``.
+
+    Example:
+        >>> list(to_iterator(from_iterable(range(3))))
+        [0, 1, 2]
+    """
+    return IterablePublisher(iterable)
+
+
+_NOT_ON_LOOP: Final = (
+    "to_iterator() blocks the calling thread, and this thread runs an asyncio event loop; "
+    "use adapters.async_iterables.to_async_iterator() here, or iterate in another thread "
+    "(asyncio.to_thread)"
+)
+
+
+@final
+class BlockingIterator(Generic[T]):
+    """The iterator ``to_iterator`` returns: ``next()`` blocks until an element or the end.
+
+    Keeps at most ``prefetch`` elements requested ahead of consumption (§1.1 bound), raises
+    the publisher's error where iteration reaches it, and cancels on ``close()``, on leaving
+    a ``with`` block, and when garbage-collected (§3.13).
+    """
+
+    __slots__ = ("__weakref__", "_cond", "_queue", "_signalled", "_closed")
+
+    def __init__(self, publisher: Publisher[T], prefetch: int) -> None:
+        self._queue: PrefetchQueue[T] = PrefetchQueue(prefetch)  # validates prefetch
+        if publisher is None:
+            raise TypeError("to_iterator() requires a Publisher, got None")
+        self._cond = threading.Condition(threading.Lock())
+        self._signalled = False
+        self._closed = False
+        self._queue.bind(self._notify)
+        try:
+            publisher.subscribe(self._queue)
+        except Exception as exc:  # a broken publisher: surface its error at iteration
+            self._queue.on_error(exc)
+
+    def _notify(self) -> None:
+        with self._cond:
+            self._signalled = True
+            self._cond.notify()
+
+    def __iter__(self) -> BlockingIterator[T]:
+        return self
+
+    def __next__(self) -> T:
+        queue = self._queue
+        while True:
+            if self._closed:
+                raise StopIteration
+            with self._cond:
+                self._signalled = False
+            try:
+                value = queue.poll()
+            except BaseException:
+                self._closed = True
+                raise
+            if value is END:
+                self._closed = True
+                raise StopIteration
+            if value is not EMPTY:
+                return value  # type: ignore[return-value]
+            if asyncio._get_running_loop() is not None:
+                raise RuntimeError(_NOT_ON_LOOP)
+            with self._cond:
+                while not self._signalled:  # a signal since the poll above wakes us at once
+                    self._cond.wait()
+
+    def close(self) -> None:
+        """Cancel the subscription; further ``next()`` calls raise ``StopIteration``."""
+        self._closed = True
+        self._queue.close()
+
+    def __enter__(self) -> BlockingIterator[T]:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        queue = getattr(self, "_queue", None)
+        if queue is not None:
+            queue.close()
+
+
+def to_iterator(publisher: Publisher[T], *, prefetch: int = 256) -> BlockingIterator[T]:
+    """Iterate ``publisher`` in a blocking ``for`` loop, with at most ``prefetch`` in flight.
+
+    Args:
+        publisher: any Publisher.
+        prefetch: the most elements requested ahead of consumption; 75% is re-requested
+            each time that many were consumed.
+
+    Returns:
+        A :class:`BlockingIterator`; ``close()`` or a ``with`` block cancels.
+
+    Raises:
+        RuntimeError: from ``next()`` when it would block on a running event loop's thread.
+
+    Example:
+        >>> with to_iterator(from_iterable("abc"), prefetch=2) as it:
+        ...     next(it)
+        'a'
+    """
+    return BlockingIterator(publisher, prefetch)

@@ -1,0 +1,82 @@
+"""Demand arithmetic: the only place in the project where demand is added, consumed or checked.
+
+Pure functions over ints (locking is the drain's job), modelled on reactor-core's
+``Operators.addCap`` / ``produced`` / ``validate``. Python ints never overflow, so
+saturation at ``UNBOUNDED`` is explicit (§3.17).
+
+Decision (see docs/spec-mapping.md): ``bool`` and any non-``int`` are rejected like a
+non-positive ``n``, with an ``IllegalRequestError`` delivered through ``on_error`` (§3.9).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from rs_core.errors import IllegalRequestError
+
+__all__ = ["UNBOUNDED", "Replenisher", "add_cap", "check_request", "produced"]
+
+UNBOUNDED: Final = 2**63 - 1
+"""Demand of ``Long.MAX_VALUE``: treated as "effectively unbounded" (§3.17)."""
+
+
+def add_cap(current: int, n: int) -> int:
+    """Add ``n`` to ``current`` demand, saturating at ``UNBOUNDED`` (§3.17)."""
+    total = current + n
+    return UNBOUNDED if total >= UNBOUNDED else total
+
+
+def produced(current: int, n: int) -> int:
+    """Demand left after ``n`` elements were emitted; ``UNBOUNDED`` stays unbounded (§3.17)."""
+    if current == UNBOUNDED:
+        return UNBOUNDED
+    left = current - n
+    return left if left > 0 else 0
+
+
+def check_request(n: object) -> IllegalRequestError | None:
+    """Return the §3.9 error for an invalid ``request(n)`` argument, or ``None`` if it is valid."""
+    if not isinstance(n, int) or isinstance(n, bool):  # a non-int is a caller bug, like n <= 0
+        return IllegalRequestError(
+            f"§3.9: request(n) requires a positive int, got {type(n).__name__} {n!r}"
+        )
+    if n <= 0:
+        return IllegalRequestError(
+            f"§3.9: request(n) requires n > 0 (non-positive subscription request), got {n}"
+        )
+    return None
+
+
+class Replenisher:
+    """The consumer side of a prefetch window: request ``prefetch`` up front, then ``limit``
+    more each time ``limit`` elements were consumed (Reactor's and RxJava's 75% rule).
+
+    Not thread-safe: one consumer owns it. ``consumed()`` returns how much to request now.
+
+    Args:
+        prefetch: the window, the most ever requested ahead of consumption (> 0).
+        limit: the replenish threshold; ``prefetch - prefetch // 4`` by default.
+    """
+
+    __slots__ = ("_count", "limit", "prefetch")
+
+    def __init__(self, prefetch: int, limit: int | None = None) -> None:
+        if type(prefetch) is not int or prefetch <= 0:
+            raise ValueError(f"prefetch must be a positive int, got {prefetch!r}")
+        if limit is None:
+            limit = prefetch - (prefetch >> 2)
+        if type(limit) is not int or not 0 < limit <= prefetch:
+            raise ValueError(f"limit must be an int in 1..prefetch ({prefetch}), got {limit!r}")
+        self.prefetch = prefetch
+        self.limit = UNBOUNDED if prefetch == UNBOUNDED else limit
+        self._count = 0
+
+    def consumed(self, n: int = 1) -> int:
+        """Record ``n`` consumed elements; return the demand to request now (0 for none)."""
+        if self.prefetch == UNBOUNDED:
+            return 0
+        self._count += n
+        if self._count >= self.limit:
+            due, self._count = self._count, 0
+            return due
+        return 0

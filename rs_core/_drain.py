@@ -1,0 +1,351 @@
+"""The one drain loop every publisher in the project reuses.
+
+A publisher supplies a :class:`Source` (what to emit) and a :class:`DrainPolicy` (where the
+drain runs: inline, on an executor, on an asyncio loop); :class:`DrainSubscription` does the
+rest: demand accounting, serial emission, reentrancy without recursion, §3.9 errors, cancel,
+terminal state, dropping references, and reporting a subscriber that raises.
+
+The loop is the work-in-progress ("WIP / missed") loop of reactor-core and RxJava, on a lock
+because pure Python has no CAS: every entry point changes state under the lock and bumps
+``_wip``; only the call that moved it from 0 to 1 drains, any other returns at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any, Final, Generic, TypeVar, final
+
+from rs_core._demand import UNBOUNDED, add_cap, check_request, produced
+from rs_core._subscription import report_dropped
+from rs_core.api import Subscriber
+
+__all__ = [
+    "EMPTY",
+    "END",
+    "INLINE",
+    "DrainPolicy",
+    "DrainSubscription",
+    "OnExecutor",
+    "OnLoop",
+    "Source",
+]
+
+T = TypeVar("T")
+
+
+@final
+class _Marker:
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+EMPTY: Final = _Marker("EMPTY")
+"""Returned by :meth:`Source.poll`: nothing available now; the source calls ``wake()`` later."""
+END: Final = _Marker("END")
+"""Returned by :meth:`Source.poll`: the source is exhausted; the drain signals ``on_complete``."""
+
+
+class Source(Generic[T]):
+    """What a publisher plugs into the drain: a pull interface over its elements.
+
+    Every method is called by the drain only, serially, never while the drain's lock is held.
+    ``poll`` is called only while the subscriber has unmet demand: a pull source pulls one
+    element per call, so it is pulled exactly as far as demand reaches.
+    """
+
+    __slots__ = ()
+
+    def bind(self, wake: Callable[[], None]) -> None:
+        """Receive the drain's ``wake`` callable; a push source calls it when it has news."""
+
+    def poll(self) -> T | _Marker:
+        """Return the next element, ``EMPTY`` (nothing yet) or ``END``; raise to fail (§1.4)."""
+        raise NotImplementedError
+
+    def at_end(self) -> bool:
+        """True when ``poll`` would return ``END`` or raise without producing an element.
+
+        Lets the drain signal a terminal event without demand (an empty or failed queue,
+        §1.2, §2.9, §2.10). A pull source that cannot know without pulling returns False.
+        """
+        return False
+
+    def close(self) -> None:
+        """Release what the source holds (close a generator, cancel upstream). Called once."""
+
+
+class DrainPolicy:
+    """Where the drain runs. ``INLINE`` runs it on the caller of ``request``; subclasses hand it
+    to an executor or an event loop, ``batch`` elements at a time, then reschedule."""
+
+    __slots__ = ("batch",)
+
+    def __init__(self, batch: int = 0) -> None:
+        self.batch = batch
+
+    def run(self, drain: Callable[[], None]) -> None:
+        """Run ``drain`` now, on this thread (a trampoline, thanks to the WIP counter)."""
+        drain()
+
+
+INLINE: Final = DrainPolicy()
+
+
+@final
+class OnExecutor(DrainPolicy):
+    """Run the drain as a task of a ``concurrent.futures.Executor``, ``batch`` items a task."""
+
+    __slots__ = ("executor",)
+
+    def __init__(self, executor: Executor, batch: int = 1024) -> None:
+        super().__init__(batch)
+        self.executor = executor
+
+    def run(self, drain: Callable[[], None]) -> None:
+        self.executor.submit(drain)  # RuntimeError after shutdown: handled by the caller
+
+
+@final
+class OnLoop(DrainPolicy):
+    """Run the drain on an asyncio event loop via ``call_soon_threadsafe``, ``batch`` at a time."""
+
+    __slots__ = ("loop",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, batch: int = 1024) -> None:
+        super().__init__(batch)
+        self.loop = loop
+
+    def run(self, drain: Callable[[], None]) -> None:
+        self.loop.call_soon_threadsafe(drain)  # RuntimeError once closed: handled by the caller
+
+
+@final
+class DrainSubscription(Generic[T]):
+    """The Subscription behind every publisher of the project: one source, one subscriber.
+
+    Rules enforced here: §1.1 (never more ``on_next`` than requested), §1.3 (signals are
+    serial: only the WIP owner emits), §1.7 (nothing after a terminal signal), §2.13 (a
+    subscriber that raises is treated as cancelled and reported), §3.2/§3.3 (``request`` from
+    ``on_next`` only bumps the counter: no recursion), §3.5/§3.6/§3.7 (``cancel`` idempotent,
+    thread-safe, then ``request`` is a no-op), §3.9 (bad ``n`` becomes ``on_error``),
+    §3.13 (subscriber and source dropped on cancel and termination), §3.17 (saturating demand).
+
+    Signals reach the subscriber on the thread the policy runs the drain on; ``on_subscribe``
+    is delivered by :meth:`start` on the caller's thread.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_bad_request",
+        "_cancelled",
+        "_demand",
+        "_done",
+        "_lock",
+        "_policy",
+        "_source",
+        "_subscriber",
+        "_wip",
+    )
+
+    def __init__(
+        self, subscriber: Subscriber[T], source: Source[T], policy: DrainPolicy = INLINE
+    ) -> None:
+        self._lock = threading.Lock()
+        self._wip = 1  # held by start() until on_subscribe has returned (§1.3, §1.9)
+        self._demand = 0
+        self._cancelled = False
+        self._done = False
+        self._bad_request: Exception | None = None
+        self._subscriber: Subscriber[T] | None = subscriber
+        self._source: Source[T] | None = source
+        self._policy = policy
+        source.bind(self.wake)
+
+    # -- entry points -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Signal ``on_subscribe``, then drain whatever it requested (§1.9)."""
+        subscriber = self._subscriber
+        if subscriber is not None:
+            try:
+                subscriber.on_subscribe(self)
+            except Exception as exc:  # §2.13: treat the subscriber as cancelled
+                report_dropped(exc, rule="2.13", where="on_subscribe raised; subscription cancelled")
+                self._cancelled = True
+        self._schedule()
+
+    def request(self, n: int) -> None:
+        """Add ``n`` to the demand (§3.8), or deliver the §3.9 error; never blocks (§3.4)."""
+        error = check_request(n)
+        with self._lock:
+            if self._cancelled:  # §3.6
+                return
+            if error is not None:  # §3.9: delivered by the drain, so on_error stays serial
+                if self._bad_request is None:
+                    self._bad_request = error
+            else:
+                self._demand = add_cap(self._demand, n)  # §3.17
+            self._wip += 1
+            if self._wip != 1:  # §3.3: someone is draining; it will see the new demand
+                return
+        self._schedule()
+
+    def cancel(self) -> None:
+        """Stop emission and release the source; idempotent and thread-safe (§3.5, §3.7)."""
+        with self._lock:
+            if self._cancelled:  # §3.7
+                return
+            self._cancelled = True
+            self._wip += 1
+            if self._wip != 1:
+                return
+        self._schedule()  # the drain releases the source, so close() never races poll()
+
+    def wake(self) -> None:
+        """Tell the drain that the source has news (an element, or its end)."""
+        with self._lock:
+            self._wip += 1
+            if self._wip != 1:
+                return
+        self._schedule()
+
+    @property
+    def is_cancelled(self) -> bool:
+        """True once cancelled, or once a terminal signal was delivered (§1.6)."""
+        return self._cancelled
+
+    # -- the drain ----------------------------------------------------------------------
+
+    def _schedule(self) -> None:
+        policy = self._policy
+        if policy is INLINE:
+            self._drain()
+            return
+        try:
+            policy.run(self._drain)
+        except RuntimeError as exc:  # the loop is closed or the executor shut down
+            self._cancelled = True
+            subscriber, source = self._release()
+            report_dropped(exc, where="the drain could not be scheduled; subscription cancelled")
+            if source is not None:
+                _close(source)
+
+    def _drain(self) -> None:
+        missed = 1
+        batch = self._policy.batch
+        while True:
+            subscriber = self._subscriber
+            source = self._source
+            if subscriber is None or source is None:  # terminated: hold the WIP for good
+                return
+            with self._lock:
+                demand = self._demand
+                bad_request = self._bad_request
+            if self._cancelled:
+                self._release()
+                _close(source)
+                return
+            if bad_request is not None:  # §3.9
+                self._terminate(subscriber, source, bad_request)
+                return
+
+            limit = demand if not batch or demand < batch else batch
+            emitted = 0
+            poll = source.poll
+            on_next = subscriber.on_next
+            while emitted != limit:
+                try:
+                    value = poll()
+                except Exception as exc:  # §1.4: a failing source becomes on_error
+                    self._terminate(subscriber, source, exc)
+                    return
+                if value is EMPTY:
+                    break
+                if value is END:  # §1.5
+                    self._terminate(subscriber, source, None)
+                    return
+                if value is None:
+                    self._terminate(
+                        subscriber, source, TypeError("§2.13: a source produced None")
+                    )
+                    return
+                try:
+                    on_next(value)  # type: ignore[arg-type]
+                except Exception as exc:  # §2.13: the subscriber counts as cancelled
+                    self._cancelled = True
+                    self._release()
+                    _close(source)
+                    report_dropped(exc, rule="2.13", where="on_next raised; subscription cancelled")
+                    return
+                emitted += 1
+                if self._cancelled:  # cancel() from on_next or another thread (§3.12)
+                    self._release()
+                    _close(source)
+                    return
+
+            if emitted == demand or emitted == 0:
+                # No demand left (or nothing available): the source may still be over (§1.2).
+                try:
+                    over = source.at_end()
+                    if over:
+                        value = source.poll()
+                except Exception as exc:
+                    self._terminate(subscriber, source, exc)
+                    return
+                if over and not self._cancelled:
+                    self._terminate(subscriber, source, None)
+                    return
+
+            with self._lock:
+                if emitted:
+                    self._demand = produced(self._demand, emitted)
+                if batch and emitted == batch and self._demand:
+                    rescheduled = True  # keep the WIP and yield the thread or the loop
+                else:
+                    rescheduled = False
+                    self._wip -= missed
+                    missed = self._wip
+            if rescheduled:
+                self._schedule()
+                return
+            if missed == 0:
+                return
+
+    def _terminate(
+        self, subscriber: Subscriber[T], source: Source[T], error: Exception | None
+    ) -> None:
+        """Release everything, then deliver one terminal signal (§1.6, §1.7)."""
+        self._cancelled = True  # §1.6: the subscription now counts as cancelled
+        self._release()
+        _close(source)
+        try:
+            if error is None:
+                subscriber.on_complete()
+            else:
+                subscriber.on_error(error)
+        except Exception as exc:  # §2.13
+            report_dropped(exc, rule="2.13", where="on_complete/on_error raised")
+
+    def _release(self) -> tuple[Subscriber[T] | None, Source[T] | None]:
+        """§3.13: drop the subscriber and the source; the WIP stays held, so nothing drains."""
+        with self._lock:
+            subscriber, source = self._subscriber, self._source
+            self._subscriber = None
+            self._source = None
+            self._done = True
+        return subscriber, source
+
+
+def _close(source: Source[Any]) -> None:
+    try:
+        source.close()
+    except Exception as exc:
+        report_dropped(exc, where="closing a source after cancel or termination")

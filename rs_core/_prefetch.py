@@ -1,0 +1,146 @@
+"""``PrefetchQueue``: the bounded hand-off between an upstream Publisher and one consumer.
+
+Upstream it is a Subscriber that keeps at most ``prefetch`` elements requested ahead of
+consumption, replenishing ``limit`` (75% of ``prefetch``) at a time; downstream it is a
+:class:`~rs_core._drain.Source`, so the drain loop (``publish_on``), a blocking iterator
+(``to_iterator``) or an event loop (``to_async_iterator``) consume it alike.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Generic, TypeVar, final
+
+from rs_core._demand import Replenisher
+from rs_core._drain import EMPTY, END, Source, _Marker
+from rs_core._subscription import (
+    CANCELLED,
+    report_dropped,
+    require_element,
+    require_error,
+    require_subscription,
+)
+from rs_core.api import Subscription
+from rs_core.errors import OverflowViolation
+
+__all__ = ["PrefetchQueue"]
+
+T = TypeVar("T")
+
+
+def _nothing() -> None:
+    pass
+
+
+@final
+class PrefetchQueue(Source[T], Generic[T]):
+    """A bounded queue that is an upstream Subscriber and a downstream Source.
+
+    Upstream signals may come from any thread; ``poll``/``at_end``/``close`` are called by
+    one consumer at a time. The queue never holds more than ``prefetch`` elements: an upstream
+    that sends more than requested is cancelled and the consumer gets ``OverflowViolation``
+    (§1.1). ``close()`` cancels upstream (§3.12) and empties the queue (§3.13).
+    """
+
+    __slots__ = ("_done", "_error", "_lock", "_queue", "_replenisher", "_upstream", "_wake")
+
+    def __init__(self, prefetch: int = 256, limit: int | None = None) -> None:
+        self._replenisher = Replenisher(prefetch, limit)
+        self._queue: deque[T] = deque()
+        self._lock = threading.Lock()
+        self._upstream: Subscription | None = None
+        self._done = False
+        self._error: Exception | None = None
+        self._wake: Callable[[], None] = _nothing
+
+    @property
+    def prefetch(self) -> int:
+        return self._replenisher.prefetch
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    # -- Subscriber (upstream side) ----------------------------------------------------------
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        require_subscription(subscription)  # §2.13
+        with self._lock:
+            duplicate = self._upstream is not None
+            if not duplicate:
+                self._upstream = subscription
+        if duplicate:  # §2.5, or closed before upstream subscribed
+            subscription.cancel()
+            return
+        subscription.request(self._replenisher.prefetch)
+
+    def on_next(self, element: T) -> None:
+        require_element(element)  # §2.13
+        if self._done:
+            return  # §2.8: late elements after close
+        if len(self._queue) >= self._replenisher.prefetch:  # §1.1
+            self._fail_upstream(
+                OverflowViolation(
+                    f"§1.1: upstream signalled more on_next than the {self.prefetch} requested"
+                )
+            )
+            return
+        self._queue.append(element)
+        self._wake()
+
+    def on_error(self, error: Exception) -> None:
+        require_error(error)  # §2.13
+        if self._done:
+            report_dropped(error, rule="1.7", where="on_error after the queue was closed")
+            return
+        self._error = error
+        self._done = True  # set after the error: a consumer that sees _done sees _error
+        self._wake()
+
+    def on_complete(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._wake()
+
+    # -- Source (consumer side) ----------------------------------------------------------------
+
+    def bind(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+
+    def poll(self) -> T | _Marker:
+        done = self._done  # read before the queue: every append happened before _done was set
+        queue = self._queue
+        if queue:
+            element = queue.popleft()
+            due = self._replenisher.consumed()
+            if due:
+                upstream = self._upstream
+                if upstream is not None:
+                    upstream.request(due)
+            return element
+        if done:
+            if self._error is not None:
+                raise self._error
+            return END
+        return EMPTY
+
+    def at_end(self) -> bool:
+        return self._done and not self._queue
+
+    def close(self) -> None:
+        with self._lock:
+            upstream, self._upstream = self._upstream, CANCELLED
+            was_done, self._done = self._done, True
+        self._queue.clear()  # §3.13
+        self._wake = _nothing
+        if upstream is not None and upstream is not CANCELLED and not was_done:
+            upstream.cancel()  # §3.12
+
+    def _fail_upstream(self, error: Exception) -> None:
+        with self._lock:
+            upstream, self._upstream = self._upstream, CANCELLED
+        if upstream is not None and upstream is not CANCELLED:
+            upstream.cancel()
+        self.on_error(error)

@@ -1,0 +1,91 @@
+"""Small pieces every publisher and subscriber shares: the empty subscription, the §1.9 and
+§2.13 argument checks, the rejection path of ``subscribe``, and ``report_dropped``: the one
+place where an error that cannot be signalled any more is reported (Reactor's onErrorDropped).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final, final
+
+from rs_core.api import Subscriber, Subscription
+
+__all__ = [
+    "CANCELLED",
+    "EMPTY_SUBSCRIPTION",
+    "EmptySubscription",
+    "reject",
+    "report_dropped",
+    "require_element",
+    "require_subscriber",
+    "require_subscription",
+]
+
+logger: Final = logging.getLogger("rs_core")
+
+
+@final
+class EmptySubscription:
+    """A Subscription with nothing behind it: ``request`` and ``cancel`` do nothing.
+
+    Given to a Subscriber that is rejected at ``subscribe`` time, just before ``on_error``
+    (§1.9), and used as the ``CANCELLED`` marker by subscribers that drop their upstream.
+    """
+
+    __slots__ = ()
+
+    def request(self, n: int) -> None:
+        """Do nothing: there is nothing to produce."""
+
+    def cancel(self) -> None:
+        """Do nothing: there is nothing to stop."""
+
+    def __repr__(self) -> str:
+        return "EMPTY_SUBSCRIPTION"
+
+
+EMPTY_SUBSCRIPTION: Final = EmptySubscription()
+CANCELLED: Final[Subscription] = EmptySubscription()
+"""Marker a subscriber stores in place of its upstream once it has cancelled or terminated."""
+
+
+def report_dropped(error: BaseException, *, rule: str | None = None, where: str = "") -> None:
+    """Report an error that can no longer be signalled to anyone (§2.13, §1.7).
+
+    Logs at ERROR to the ``rs_core`` logger, naming the rule and carrying the traceback.
+    """
+    prefix = f"§{rule}: " if rule else ""
+    logger.error("%s%s dropped: %r", prefix, where or "error", error, exc_info=error)
+
+
+def require_subscriber(subscriber: object) -> None:
+    """§1.9: ``subscribe(None)`` raises ``TypeError`` (the JVM's NullPointerException)."""
+    if subscriber is None:
+        raise TypeError("§1.9: subscribe() requires a Subscriber, got None")
+
+
+def require_subscription(subscription: object) -> None:
+    """§2.13: ``on_subscribe(None)`` raises ``TypeError``."""
+    if subscription is None:
+        raise TypeError("§2.13: on_subscribe() requires a Subscription, got None")
+
+
+def require_element(element: object) -> None:
+    """§2.13: ``on_next(None)`` raises ``TypeError``: ``None`` is never an element."""
+    if element is None:
+        raise TypeError("§2.13: on_next() requires an element, got None (None is never an element)")
+
+
+def require_error(error: object) -> None:
+    """§2.13: ``on_error(None)`` raises ``TypeError``."""
+    if error is None:
+        raise TypeError("§2.13: on_error() requires an exception, got None")
+
+
+def reject(subscriber: Subscriber[Any], error: Exception) -> None:
+    """Refuse a subscription: ``on_subscribe(EMPTY)`` then ``on_error(error)`` (§1.9, §1.4)."""
+    try:
+        subscriber.on_subscribe(EMPTY_SUBSCRIPTION)
+        subscriber.on_error(error)
+    except Exception as exc:  # §2.13: the subscriber broke the protocol; nobody left to tell
+        report_dropped(exc, rule="2.13", where="a subscriber's on_subscribe/on_error raised")

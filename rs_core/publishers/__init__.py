@@ -1,0 +1,1 @@
+"""Publishers built on the drain loop; each module holds one Publisher and its Source."""

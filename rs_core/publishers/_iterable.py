@@ -1,0 +1,84 @@
+"""``IterablePublisher``: a cold Publisher over a Python iterable, pulled as far as demand reaches."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from functools import partial
+from types import GeneratorType
+from typing import Generic, TypeVar, final
+
+from rs_core._drain import END, INLINE, DrainPolicy, DrainSubscription, Source
+from rs_core._subscription import reject, require_subscriber
+from rs_core.api import Subscriber
+
+__all__ = ["IterablePublisher"]
+
+T = TypeVar("T")
+
+
+@final
+class _IteratorSource(Source[T]):
+    """One ``next()`` per unit of demand; ``close()`` closes a generator so ``finally`` runs."""
+
+    __slots__ = ("_iterator", "poll")
+
+    def __init__(self, iterator: Iterator[T]) -> None:
+        self._iterator: Iterator[T] | None = iterator
+        self.poll = partial(next, iterator, END)  # type: ignore[method-assign]  # C-level hot path
+
+    def close(self) -> None:
+        iterator, self._iterator = self._iterator, None
+        close = getattr(iterator, "close", None)  # generators and closable iterators (§3.13)
+        if close is not None:
+            close()
+
+
+@final
+class IterablePublisher(Generic[T]):
+    """A cold Publisher: each Subscriber iterates ``iterable`` afresh.
+
+    The iterator is advanced once per unit of demand, on the thread that calls ``request``
+    (or per ``policy``), so a generator runs only as far as the subscriber asked (§1.1, §3.10).
+    A one-shot iterator or generator serves one Subscriber; a second one is rejected with
+    ``on_subscribe`` then ``on_error`` (§1.9). A raising iterator becomes ``on_error`` after
+    the elements it already produced (§1.4); ``None`` from it becomes ``on_error(TypeError)``.
+    Cancel closes a generator, so its ``finally`` blocks run (§3.13).
+    """
+
+    __slots__ = ("__weakref__", "_iterable", "_lock", "_one_shot", "_policy", "_used")
+
+    def __init__(self, iterable: Iterable[T], *, policy: DrainPolicy = INLINE) -> None:
+        if not isinstance(iterable, Iterable):
+            raise TypeError(f"from_iterable() requires an iterable, got {type(iterable).__name__}")
+        self._iterable = iterable
+        self._one_shot = isinstance(iterable, Iterator | GeneratorType)
+        self._used = False
+        self._lock = threading.Lock()
+        self._policy = policy
+
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        require_subscriber(subscriber)  # §1.9
+        if self._one_shot:
+            with self._lock:
+                used, self._used = self._used, True
+            if used:
+                reject(
+                    subscriber,
+                    RuntimeError(
+                        "§1.9: this publisher wraps a one-shot iterator or generator that an "
+                        "earlier subscriber already consumed; wrap a re-iterable (a list, a "
+                        "range, or an object whose __iter__ returns a fresh generator) to serve "
+                        "many subscribers"
+                    ),
+                )
+                return
+        try:
+            iterator = iter(self._iterable)
+        except Exception as exc:  # §1.4: a failing source becomes on_error
+            reject(subscriber, exc)
+            return
+        DrainSubscription(subscriber, _IteratorSource(iterator), self._policy).start()
+
+    def __repr__(self) -> str:
+        return f"from_iterable({self._iterable!r})"

@@ -1,0 +1,1 @@
+"""Subscribers that make correct subscribers easy to write."""

@@ -1,0 +1,148 @@
+"""``BaseSubscriber``: subclass it and override the hooks; the rules are kept for you."""
+
+from __future__ import annotations
+
+import threading
+from typing import Generic, TypeVar
+
+from rs_core._demand import UNBOUNDED
+from rs_core._subscription import (
+    CANCELLED,
+    report_dropped,
+    require_element,
+    require_error,
+    require_subscription,
+)
+from rs_core.api import Subscription
+
+__all__ = ["BaseSubscriber"]
+
+T = TypeVar("T")
+
+
+class BaseSubscriber(Generic[T]):
+    """A Subscriber whose hooks are called only in a protocol-correct order.
+
+    Override ``hook_on_subscribe`` (default: ``request(UNBOUNDED)``, as Reactor does),
+    ``hook_on_next``, ``hook_on_error`` (default: report through ``logging``) and
+    ``hook_on_complete``; call ``request(n)`` and ``cancel()`` from anywhere.
+
+    Rules kept here: §2.5 (a second ``on_subscribe`` is cancelled), §2.3/§2.4 (after a
+    terminal signal the subscription is dropped, so ``request``/``cancel`` from the terminal
+    hooks do nothing), §2.8 (``on_next`` after ``cancel`` is ignored), §2.13 (``None``
+    arguments raise ``TypeError``; a raising ``hook_on_next`` cancels upstream and is routed
+    to ``hook_on_error``, so ``on_next`` itself returns normally).
+    Hooks run on whichever thread the publisher signals on, serially (§1.3).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._upstream: Subscription | None = None
+        self._done = False
+
+    # -- Subscriber ----------------------------------------------------------------------
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        require_subscription(subscription)  # §2.13
+        with self._lock:
+            duplicate = self._upstream is not None
+            if not duplicate:
+                self._upstream = subscription
+        if duplicate:  # §2.5 (also: cancelled before being subscribed)
+            subscription.cancel()
+            return
+        try:
+            self.hook_on_subscribe(subscription)
+        except Exception as exc:
+            self._fail(exc)
+
+    def on_next(self, element: T) -> None:
+        if element is None:
+            require_element(element)  # §2.13: raises TypeError
+        if self._done:  # §2.8: late elements after cancel are dropped
+            return
+        try:
+            self.hook_on_next(element)
+        except Exception as exc:
+            self._fail(exc)
+
+    def on_error(self, error: Exception) -> None:
+        require_error(error)  # §2.13
+        if not self._terminate():
+            report_dropped(error, rule="1.7", where="on_error after a terminal signal or cancel")
+            return
+        try:
+            self.hook_on_error(error)
+        except Exception as exc:  # §2.13: nobody left to tell
+            report_dropped(exc, rule="2.13", where="hook_on_error raised")
+
+    def on_complete(self) -> None:
+        if not self._terminate():
+            return
+        try:
+            self.hook_on_complete()
+        except Exception as exc:  # §2.13
+            report_dropped(exc, rule="2.13", where="hook_on_complete raised")
+
+    # -- the subscription ------------------------------------------------------------------
+
+    def request(self, n: int) -> None:
+        """Request ``n`` more elements; a no-op once cancelled or terminated (§2.4)."""
+        upstream = self._upstream
+        if upstream is not None and not self._done:
+            upstream.request(n)
+
+    def cancel(self) -> None:
+        """Cancel upstream once; thread-safe and idempotent (§2.6, §3.7)."""
+        with self._lock:
+            upstream, self._upstream = self._upstream, CANCELLED
+            self._done = True
+        if upstream is not None and upstream is not CANCELLED:
+            upstream.cancel()
+
+    @property
+    def is_disposed(self) -> bool:
+        """True once cancelled or terminated."""
+        return self._done
+
+    # -- hooks -------------------------------------------------------------------------------
+
+    def hook_on_subscribe(self, subscription: Subscription) -> None:
+        """Called once with the upstream subscription; requests unbounded demand by default."""
+        subscription.request(UNBOUNDED)
+
+    def hook_on_next(self, element: T) -> None:
+        """Called for each element, never after cancel or a terminal signal."""
+
+    def hook_on_error(self, error: Exception) -> None:
+        """Called once on failure, with the upstream already dropped (§2.3, §2.4)."""
+        report_dropped(error, where=f"{type(self).__name__} received on_error")
+
+    def hook_on_complete(self) -> None:
+        """Called once on completion, with the upstream already dropped (§2.3, §2.4)."""
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _terminate(self) -> bool:
+        with self._lock:
+            if self._done:
+                return False
+            self._done = True
+            self._upstream = CANCELLED  # §2.4: the subscription counts as cancelled
+        return True
+
+    def _fail(self, error: Exception) -> None:
+        """A hook raised: cancel upstream, then route the error to ``hook_on_error``."""
+        with self._lock:
+            upstream, self._upstream = self._upstream, CANCELLED
+            first = not self._done
+            self._done = True
+        if upstream is not None and upstream is not CANCELLED:
+            upstream.cancel()
+        if not first:
+            report_dropped(error, rule="2.13", where="a hook raised after termination")
+            return
+        try:
+            self.hook_on_error(error)
+        except Exception as exc:
+            report_dropped(exc, rule="2.13", where="hook_on_error raised")
