@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Final, Generic, TypeVar, final
 

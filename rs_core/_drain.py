@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, Final, Generic, TypeVar, final
 
-from rs_core._demand import UNBOUNDED, add_cap, check_request, produced
+from rs_core._demand import add_cap, check_request, produced
 from rs_core._subscription import report_dropped
 from rs_core.api import Subscriber
 
@@ -178,7 +178,7 @@ class DrainSubscription(Generic[T]):
             try:
                 subscriber.on_subscribe(self)
             except Exception as exc:  # §2.13: treat the subscriber as cancelled
-                report_dropped(exc, rule="2.13", where="on_subscribe raised; subscription cancelled")
+                report_dropped(exc, rule="2.13", where="on_subscribe raised; cancelled")
                 self._cancelled = True
         self._schedule()
 
@@ -249,7 +249,8 @@ class DrainSubscription(Generic[T]):
             with self._lock:
                 demand = self._demand
                 bad_request = self._bad_request
-            if self._cancelled:
+                cancelled = self._cancelled
+            if cancelled:
                 self._release()
                 _close(source)
                 return

@@ -1,4 +1,4 @@
-"""``IterablePublisher``: a cold Publisher over a Python iterable, pulled as far as demand reaches."""
+"""``IterablePublisher``: a cold Publisher over an iterable, pulled as far as demand reaches."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``publish_on``: the asynchronous boundary: signals move to an executor through a bounded queue."""
+"""``publish_on``: the asynchronous boundary; signals move to an executor via a bounded queue."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ class PublishOnPublisher(Generic[T]):
             raise TypeError("publish_on() requires a Publisher, got None")
         if not isinstance(executor, Executor):
             raise TypeError(
-                f"publish_on() requires a concurrent.futures.Executor, got {type(executor).__name__}"
+                "publish_on() requires a concurrent.futures.Executor, "
+                f"got {type(executor).__name__}"
             )
         PrefetchQueue[T](prefetch, limit)  # validates prefetch and limit now, not at subscribe
         if type(batch) is not int or batch <= 0:

@@ -1,0 +1,223 @@
+"""Test tools for code built on rs_core: a recording subscriber with explicit request control.
+
+``RecordingSubscriber`` records every signal, counts demand, notices protocol violations
+(overlapping signals §1.3, more ``on_next`` than requested §1.1, a signal after a terminal
+one §1.7, a second ``on_subscribe`` §2.12, a signal before ``on_subscribe`` §1.9) and lets a
+test wait for conditions instead of sleeping. Modelled on RxJava's TestSubscriber and
+Reactor's StepVerifier.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from rs_core._subscription import require_element, require_error, require_subscription
+from rs_core.api import Subscription
+
+__all__ = ["RecordingSubscriber"]
+
+T = TypeVar("T")
+
+
+class RecordingSubscriber(Generic[T]):
+    """A Subscriber that records what it is told and requests only when the test says so.
+
+    Args:
+        initial_request: demand to request from inside ``on_subscribe`` (0 for none).
+        request_on_next: demand to request again from inside each ``on_next`` (0 for none),
+            synchronously, exercising §3.2/§3.3.
+
+    Attributes:
+        elements: the ``on_next`` elements, in order.
+        error: the ``on_error`` exception, if any.
+        completed: True after ``on_complete``.
+        violations: one line per rule the publisher broke, each starting with ``§x.y``.
+        requested: the total demand this subscriber requested (saturation not applied).
+    """
+
+    def __init__(self, initial_request: int = 0, *, request_on_next: int = 0) -> None:
+        self._cond = threading.Condition()
+        self._initial_request = initial_request
+        self._request_on_next = request_on_next
+        self._in_signal = False
+        self._depth = 0
+        self._owner = 0
+        self.subscription: Subscription | None = None
+        self.subscribe_count = 0
+        self.elements: list[T] = []
+        self.error: Exception | None = None
+        self.completed = False
+        self.cancelled = False
+        self.violations: list[str] = []
+        self.requested = 0
+        self.signal_threads: set[int] = set()
+        self.on_next_hook: Callable[[T], None] | None = None
+
+    # -- Subscriber ------------------------------------------------------------------------
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        require_subscription(subscription)
+        self._enter("on_subscribe")
+        try:
+            with self._cond:
+                self.subscribe_count += 1
+                if self.subscription is not None:
+                    self._violation("§2.12: on_subscribe signalled more than once")
+                    duplicate = True
+                else:
+                    self.subscription = subscription
+                    duplicate = False
+                self._cond.notify_all()
+            if duplicate:
+                subscription.cancel()  # §2.5
+                return
+            if self._initial_request:
+                self.request(self._initial_request)
+        finally:
+            self._leave()
+
+    def on_next(self, element: T) -> None:
+        require_element(element)
+        self._enter("on_next")
+        try:
+            with self._cond:
+                if self.subscription is None:
+                    self._violation("§1.9: on_next before on_subscribe")
+                if self.completed or self.error is not None:
+                    self._violation(f"§1.7: on_next({element!r}) after a terminal signal")
+                self.elements.append(element)
+                if len(self.elements) > self.requested:
+                    self._violation(
+                        f"§1.1: {len(self.elements)} on_next signals for {self.requested} requested"
+                    )
+                self._cond.notify_all()
+            if self.on_next_hook is not None:
+                self.on_next_hook(element)
+            if self._request_on_next and not self.cancelled:
+                self.request(self._request_on_next)
+        finally:
+            self._leave()
+
+    def on_error(self, error: Exception) -> None:
+        require_error(error)
+        self._enter("on_error")
+        try:
+            with self._cond:
+                self._terminal_check("on_error")
+                self.error = error
+                self._cond.notify_all()
+        finally:
+            self._leave()
+
+    def on_complete(self) -> None:
+        self._enter("on_complete")
+        try:
+            with self._cond:
+                self._terminal_check("on_complete")
+                self.completed = True
+                self._cond.notify_all()
+        finally:
+            self._leave()
+
+    # -- control ---------------------------------------------------------------------------
+
+    def request(self, n: int) -> None:
+        """Request ``n`` more elements from the subscription."""
+        with self._cond:
+            subscription = self.subscription
+            if isinstance(n, int) and n > 0:
+                self.requested += n
+        if subscription is None:
+            raise AssertionError("request() before on_subscribe")
+        subscription.request(n)
+
+    def cancel(self) -> None:
+        """Cancel the subscription."""
+        self.cancelled = True
+        subscription = self.subscription
+        if subscription is not None:
+            subscription.cancel()
+
+    # -- waiting ---------------------------------------------------------------------------
+
+    def await_subscribed(self, timeout: float = 5.0) -> Subscription:
+        """Wait for ``on_subscribe``; raise ``AssertionError`` on timeout."""
+        self._await(lambda: self.subscription is not None, timeout, "on_subscribe")
+        assert self.subscription is not None
+        return self.subscription
+
+    def await_count(self, n: int, timeout: float = 5.0) -> list[T]:
+        """Wait until ``n`` elements arrived or the stream ended; return the elements."""
+        self._await(
+            lambda: len(self.elements) >= n or self.is_terminated, timeout, f"{n} elements"
+        )
+        return list(self.elements)
+
+    def await_terminal(self, timeout: float = 5.0) -> None:
+        """Wait for ``on_complete`` or ``on_error``; raise ``AssertionError`` on timeout."""
+        self._await(lambda: self.is_terminated, timeout, "a terminal signal")
+
+    def await_condition(
+        self, predicate: Callable[[], bool], timeout: float = 5.0, what: str = "condition"
+    ) -> None:
+        """Wait until ``predicate()`` is true (re-checked on every signal and every 10 ms)."""
+        self._await(predicate, timeout, what)
+
+    def expect_no_signals(self, duration: float = 0.05) -> None:
+        """Assert that nothing at all is signalled during ``duration`` seconds."""
+        with self._cond:
+            before = (len(self.elements), self.completed, self.error, self.subscribe_count)
+            self._cond.wait(duration)
+            after = (len(self.elements), self.completed, self.error, self.subscribe_count)
+        if before != after:
+            raise AssertionError(f"expected no signals, got {before} -> {after}")
+
+    @property
+    def is_terminated(self) -> bool:
+        return self.completed or self.error is not None
+
+    def assert_no_violations(self) -> None:
+        if self.violations:
+            raise AssertionError("; ".join(self.violations))
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _await(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(
+                        f"timed out after {timeout}s waiting for {what}: "
+                        f"{len(self.elements)} elements, completed={self.completed}, "
+                        f"error={self.error!r}"
+                    )
+                self._cond.wait(min(left, 0.01))
+
+    def _terminal_check(self, signal: str) -> None:
+        if self.subscription is None:
+            self._violation(f"§1.9: {signal} before on_subscribe")
+        if self.completed or self.error is not None:
+            self._violation(f"§1.7: {signal} after a terminal signal")
+
+    def _violation(self, text: str) -> None:
+        self.violations.append(text)
+
+    def _enter(self, signal: str) -> None:
+        with self._cond:
+            self.signal_threads.add(threading.get_ident())
+            if self._in_signal and self._owner != threading.get_ident():
+                self._violation(f"§1.3: {signal} overlapped another signal on another thread")
+            self._depth += 1
+            self._in_signal = True
+            self._owner = threading.get_ident()
+
+    def _leave(self) -> None:
+        with self._cond:
+            self._depth -= 1
+            if self._depth == 0:
+                self._in_signal = False
