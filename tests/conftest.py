@@ -1,0 +1,1 @@
+"""Shared pytest configuration: the TCK runs live in tests/tck, adapters in tests/adapters."""
