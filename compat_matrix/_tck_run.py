@@ -1,0 +1,125 @@
+"""Run the Python TCK over every registered adapter case and collect rule-by-rule results.
+
+A case module is any ``compat_matrix/cases/<name>.py`` with ``CASES = [(column, Verification), ...]``.
+A module whose optional library is missing becomes a column marked unavailable, not a crash.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import traceback
+import unittest
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import compat_matrix.cases as cases_pkg
+
+__all__ = ["CaseResult", "TestOutcome", "discover_cases", "run_case"]
+
+
+@dataclass
+class TestOutcome:
+    """One TCK test method's result on one adapter column."""
+
+    test: str
+    rule: str
+    kind: str
+    status: str  # "pass" | "fail" | "skip" | "error"
+    detail: str = ""
+
+
+@dataclass
+class CaseResult:
+    """All outcomes of one column (one adapter under one verification)."""
+
+    column: str
+    verification: str
+    module: str
+    outcomes: list[TestOutcome] = field(default_factory=list)
+    unavailable: str = ""
+
+    def counts(self) -> dict[str, int]:
+        out = {"pass": 0, "fail": 0, "skip": 0, "error": 0}
+        for o in self.outcomes:
+            out[o.status] += 1
+        return out
+
+    def required_failures(self) -> list[TestOutcome]:
+        return [
+            o
+            for o in self.outcomes
+            if o.status in ("fail", "error") and o.kind in ("required", "stochastic")
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def discover_cases(
+    only: set[str] | None = None,
+) -> Iterator[tuple[str, str, type[Any] | None, str]]:
+    """Yield ``(module, column, verification_class, unavailable_reason)`` for every case."""
+    for info in sorted(pkgutil.iter_modules(cases_pkg.__path__), key=lambda m: m.name):
+        if info.name.startswith("_") or (only and info.name not in only):
+            continue
+        name = f"{cases_pkg.__name__}.{info.name}"
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:  # an optional library is missing
+            yield info.name, info.name, None, f"unavailable: {exc}"
+            continue
+        for column, verification in getattr(module, "CASES", []):
+            yield info.name, column, verification, ""
+
+
+def _test_methods(cls: type[Any]) -> list[tuple[str, Callable[..., Any]]]:
+    return [
+        (name, fn)
+        for name, fn in inspect.getmembers(cls, predicate=inspect.isfunction)
+        if name.startswith("test_")
+    ]
+
+
+def run_case(
+    module: str, column: str, cls: type[Any], progress: Callable[[], None] | None = None
+) -> CaseResult:
+    """Run every test method of ``cls`` the way pytest would (setup/teardown included)."""
+    result = CaseResult(column=column, verification=_base_name(cls), module=module)
+    for name, fn in _test_methods(cls):
+        rule = str(getattr(fn, "rule", "?"))
+        kind = str(getattr(fn, "kind", "required"))
+        instance = cls()
+        status, detail = "pass", ""
+        try:
+            if hasattr(instance, "setup_method"):
+                instance.setup_method(fn)
+            try:
+                getattr(instance, name)()
+            finally:
+                if hasattr(instance, "teardown_method"):
+                    instance.teardown_method(fn)
+        except unittest.SkipTest as exc:
+            status, detail = "skip", str(exc)
+        except AssertionError as exc:
+            status, detail = "fail", str(exc) or repr(exc)
+        except Exception as exc:
+            status = "error"
+            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        result.outcomes.append(TestOutcome(name, rule, kind, status, detail[:500]))
+        if progress is not None:
+            progress()
+    return result
+
+
+def count_tests(cls: type[Any]) -> int:
+    return len(_test_methods(cls))
+
+
+def _base_name(cls: type[Any]) -> str:
+    for base in cls.__mro__:
+        if base.__module__.startswith("rs_core.tck"):
+            return base.__name__
+    return cls.__name__

@@ -1,0 +1,299 @@
+"""The source x sink grid: every ``from_…`` feeding every ``to_…``, directly and through
+``publish_on``, with a slow consumer; each cell checks that all elements arrive in order and
+that the elements in flight (emitted by the source, not yet consumed) never exceed the bound
+the stages between them promise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from rs_core import Publisher, Subscriber, Subscription, publish_on
+
+__all__ = ["Cell", "Sink", "Source", "run_grid", "sinks", "sources"]
+
+PREFETCH = 16  # every sink's window in the grid
+PUBLISH_ON_PREFETCH = 16
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    make: Callable[[int], Publisher[Any]]
+    normalize: Callable[[Any], Any] = lambda x: x
+    slack: int = 0  # elements the adapter itself may hold beyond downstream demand
+
+
+@dataclass(frozen=True)
+class Sink:
+    name: str
+    consume: Callable[[Publisher[Any], Callable[[Any], None], float], None]
+
+
+@dataclass
+class Cell:
+    source: str
+    sink: str
+    via: str
+    status: str  # "pass" | "fail" | "unavailable"
+    elements: int
+    max_in_flight: int
+    bound: int
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -- instrumentation -----------------------------------------------------------------------
+
+
+class _Meter:
+    """Counts elements emitted by the source and consumed by the consumer."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.emitted = 0
+        self.consumed = 0
+        self.max_in_flight = 0
+
+    def on_emitted(self) -> None:
+        with self.lock:
+            self.emitted += 1
+            in_flight = self.emitted - self.consumed
+            if in_flight > self.max_in_flight:
+                self.max_in_flight = in_flight
+
+    def on_consumed(self) -> None:
+        with self.lock:
+            self.consumed += 1
+
+
+class _Tap:
+    """A pass-through Publisher that counts what its upstream emits."""
+
+    def __init__(self, upstream: Publisher[Any], meter: _Meter) -> None:
+        self._upstream = upstream
+        self._meter = meter
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        self._upstream.subscribe(_TapSubscriber(subscriber, self._meter))
+
+
+class _TapSubscriber:
+    def __init__(self, downstream: Subscriber[Any], meter: _Meter) -> None:
+        self._downstream = downstream
+        self._meter = meter
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        self._downstream.on_subscribe(subscription)
+
+    def on_next(self, element: Any) -> None:
+        self._meter.on_emitted()
+        self._downstream.on_next(element)
+
+    def on_error(self, error: Exception) -> None:
+        self._downstream.on_error(error)
+
+    def on_complete(self) -> None:
+        self._downstream.on_complete()
+
+
+# -- the registries ------------------------------------------------------------------------
+
+
+def sources() -> Iterator[Source | tuple[str, str]]:
+    """Every available source; ``(name, reason)`` for one whose library is missing."""
+    from adapters.iterables import from_iterable
+
+    yield Source("from_iterable(generator)", lambda n: from_iterable(_gen(n)))
+    try:
+        from adapters.async_iterables import from_async_iterable
+
+        yield Source(
+            "from_async_iterable",
+            lambda n: from_async_iterable(_agen(n), loop=_helper_loop()),
+        )
+    except ImportError as exc:
+        yield ("from_async_iterable", str(exc))
+    try:
+        import reactivex
+
+        from adapters.rx import from_observable
+
+        yield Source(
+            "from_observable(block)",
+            lambda n: from_observable(reactivex.from_iterable(range(n))),
+            slack=256,  # the default buffer_size of from_observable
+        )
+    except ImportError as exc:
+        yield ("from_observable", str(exc))
+    try:
+        from adapters.aioreactive import from_async_observable
+
+        yield Source(
+            "from_async_observable",
+            lambda n: from_async_observable(_aio_source(n), loop=_helper_loop()),
+            slack=1,
+        )
+    except ImportError as exc:
+        yield ("from_async_observable", str(exc))
+
+
+def sinks() -> Iterator[Sink | tuple[str, str]]:
+    """Every available sink; ``(name, reason)`` for one whose library is missing."""
+    from adapters.iterables import to_iterator
+
+    def to_iterator_sink(
+        publisher: Publisher[Any], consume: Callable[[Any], None], delay: float
+    ) -> None:
+        with to_iterator(publisher, prefetch=PREFETCH) as it:
+            for element in it:
+                consume(element)
+                time.sleep(delay)  # the deliberately slow consumer
+
+    yield Sink("to_iterator", to_iterator_sink)
+    try:
+        from adapters.async_iterables import to_async_iterator
+
+        def to_async_iterator_sink(
+            publisher: Publisher[Any], consume: Callable[[Any], None], delay: float
+        ) -> None:
+            async def main() -> None:
+                async for element in to_async_iterator(publisher, prefetch=PREFETCH):
+                    consume(element)
+                    await asyncio.sleep(delay)  # slow, without blocking the loop
+
+            asyncio.run(main())
+
+        yield Sink("to_async_iterator", to_async_iterator_sink)
+    except ImportError as exc:
+        yield ("to_async_iterator", str(exc))
+    try:
+        from adapters.rx import to_observable
+
+        def to_observable_sink(
+            publisher: Publisher[Any], consume: Callable[[Any], None], delay: float
+        ) -> None:
+            done = threading.Event()
+            errors: list[Exception] = []
+
+            def on_error(error: Exception) -> None:
+                errors.append(error)
+                done.set()
+
+            def on_next(element: Any) -> None:
+                consume(element)
+                time.sleep(delay)  # Rx has no demand: slowness is felt by the signalling thread
+
+            to_observable(publisher, prefetch=PREFETCH).subscribe(
+                on_next=on_next, on_error=on_error, on_completed=done.set
+            )
+            if not done.wait(60):
+                raise TimeoutError("to_observable sink did not terminate in 60 s")
+            if errors:
+                raise errors[0]
+
+        yield Sink("to_observable", to_observable_sink)
+    except ImportError as exc:
+        yield ("to_observable", str(exc))
+
+
+def _gen(n: int) -> Iterator[int]:
+    yield from range(n)
+
+
+async def _agen(n: int) -> Any:
+    for i in range(n):
+        yield i
+
+
+def _aio_source(n: int) -> Any:
+    import aioreactive as rx
+
+    return rx.from_async_iterable(_agen(n))
+
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def _helper_loop() -> asyncio.AbstractEventLoop:
+    """A loop on a daemon thread, for sources that need one while the sink runs elsewhere."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="grid-loop", daemon=True).start()
+            _loop = loop
+        return _loop
+
+
+# -- running -------------------------------------------------------------------------------
+
+
+def run_cell(source: Source, sink: Sink, via: str, n: int, delay: float) -> Cell:
+    """Feed ``n`` elements from ``source`` to ``sink`` with a consumer sleeping ``delay`` each."""
+    meter = _Meter()
+    publisher: Publisher[Any] = _Tap(source.make(n), meter)
+    # Each stage holds at most its prefetch, plus the one element it has dequeued and is handing on.
+    bound = PREFETCH + 1 + source.slack
+    executor: ThreadPoolExecutor | None = None
+    if via == "publish_on":
+        executor = ThreadPoolExecutor(1, thread_name_prefix="grid-publish-on")
+        publisher = publish_on(publisher, executor, prefetch=PUBLISH_ON_PREFETCH)
+        bound += PUBLISH_ON_PREFETCH + 1
+    received: list[Any] = []
+
+    def consume(element: Any) -> None:
+        meter.on_consumed()
+        received.append(source.normalize(element))
+
+    status, detail = "pass", ""
+    try:
+        sink.consume(publisher, consume, delay)
+    except Exception as exc:
+        status, detail = "fail", f"{type(exc).__name__}: {exc}"
+    finally:
+        if executor is not None:
+            executor.shutdown(wait=False)
+    if status == "pass" and received != list(range(n)):
+        status, detail = "fail", f"received {len(received)} elements, not 0..{n - 1} in order"
+    if status == "pass" and meter.max_in_flight > bound:
+        status = "fail"
+        detail = f"{meter.max_in_flight} elements in flight, bound {bound}"
+    return Cell(source.name, sink.name, via, status, len(received), meter.max_in_flight, bound, detail)
+
+
+def run_grid(n: int = 300, delay: float = 0.0005) -> list[Cell]:
+    """Every source x sink, direct and through ``publish_on``."""
+    cells: list[Cell] = []
+    srcs = list(sources())
+    snks = list(sinks())
+    for src in srcs:
+        for snk in snks:
+            for via in ("direct", "publish_on"):
+                if isinstance(src, tuple) or isinstance(snk, tuple):
+                    missing = src if isinstance(src, tuple) else snk
+                    assert isinstance(missing, tuple)
+                    cells.append(
+                        Cell(
+                            src[0] if isinstance(src, tuple) else src.name,
+                            snk[0] if isinstance(snk, tuple) else snk.name,
+                            via,
+                            "unavailable",
+                            0,
+                            0,
+                            0,
+                            missing[1],
+                        )
+                    )
+                    continue
+                cells.append(run_cell(src, snk, via, n, delay))
+    return cells
