@@ -1,0 +1,516 @@
+"""Async iterables and Reactive Streams, both directions.
+
+- ``from_async_iterable``: a pull source. One unit of demand starts one ``__anext__`` (never more
+  than one in flight), so an async generator runs only as far as demand reaches; nothing is
+  buffered beyond the one element fetched for the demand that asked for it.
+- ``to_async_iterator``: ``async for`` over any Publisher; at most ``prefetch`` elements are
+  requested ahead of consumption, ``limit`` (75%) re-requested as they are consumed.
+- Signals of ``from_async_iterable`` arrive on its event loop (``on_subscribe`` on the thread
+  that subscribes); ``request``/``cancel`` may come from any thread. ``to_async_iterator``
+  accepts signals from any thread and hands them to its loop with ``call_soon_threadsafe``.
+- Cancel ``aclose()``s the async generator on its loop (cancelling an in-flight ``__anext__``
+  first), so its ``finally`` runs; ``break`` (dropping the iterator), ``aclose()``, leaving
+  ``async with`` or cancelling the consuming task cancel ``to_async_iterator``'s subscription.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from types import TracebackType
+from typing import Any, Final, Generic, TypeVar, final
+
+from rs_core._drain import EMPTY, END, DrainSubscription, OnLoop, Source, _Marker
+from rs_core._prefetch import PrefetchQueue
+from rs_core._subscription import reject, report_dropped, require_subscriber
+from rs_core.api import Publisher, Subscriber
+
+__all__ = [
+    "AsyncIterablePublisher",
+    "AsyncPublisherIterator",
+    "from_async_iterable",
+    "to_async_iterator",
+]
+
+T = TypeVar("T")
+
+_NOTHING: Final = _Marker("NOTHING")
+
+_TASKS: Final[set[asyncio.Task[Any]]] = set()
+"""Strong references to the shutdown tasks this module starts (the loop holds tasks weakly)."""
+
+
+def _keep(task: asyncio.Task[Any]) -> None:
+    _TASKS.add(task)
+    task.add_done_callback(_TASKS.discard)
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    return asyncio._get_running_loop() is loop
+
+
+def _resolve_loop(
+    loop: asyncio.AbstractEventLoop | None, who: str
+) -> asyncio.AbstractEventLoop | Exception:
+    """The loop a loop-bound publisher runs on at subscribe time, or the error to reject with.
+
+    ``loop`` if given, else the loop running on the subscribing thread; shared with
+    ``adapters.aioreactive``.
+    """
+    if loop is None:
+        loop = asyncio._get_running_loop()
+        if loop is None:
+            return RuntimeError(
+                f"{who}: no event loop to run on: pass loop=..., or subscribe from a coroutine "
+                "running on the loop"
+            )
+    if loop.is_closed():
+        return RuntimeError(f"{who}: the event loop {loop!r} is closed")
+    return loop
+
+
+# -- from_async_iterable -------------------------------------------------------------------
+
+
+@final
+class _Failure:
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+async def _anext(iterator: AsyncIterator[T]) -> T:
+    return await iterator.__anext__()
+
+
+async def _shutdown(
+    fetch: asyncio.Task[Any] | None, aclose: Callable[[], Awaitable[Any]] | None
+) -> None:
+    """Wait for a cancelled ``__anext__`` to unwind, then ``aclose()`` the iterator (§3.13)."""
+    if fetch is not None:
+        await asyncio.wait((fetch,))  # never raises the fetch's outcome; CancelledError of
+        # this task itself (the loop shutting down) propagates
+    if aclose is not None:
+        try:
+            await aclose()
+        except Exception as exc:
+            report_dropped(exc, where="aclose() of an async iterator after cancel")
+
+
+@final
+class _AsyncIteratorSource(Source[T]):
+    """One ``__anext__`` task per unit of demand; ``close()`` acloses the iterator on its loop.
+
+    Every method but ``close`` runs on the loop (the drain runs there, and so do the tasks'
+    done callbacks); ``close`` may run elsewhere only once the loop is closed.
+    """
+
+    __slots__ = ("_context", "_exhausted", "_iterator", "_loop", "_outcome", "_task", "_wake")
+
+    def __init__(
+        self,
+        iterator: AsyncIterator[T],
+        loop: asyncio.AbstractEventLoop,
+        context: contextvars.Context,
+    ) -> None:
+        self._iterator: AsyncIterator[T] | None = iterator
+        self._loop = loop
+        self._context = context  # one context for every __anext__, as in a single `async for`
+        self._task: asyncio.Task[T] | None = None
+        self._outcome: T | _Marker | _Failure = _NOTHING
+        self._exhausted = False
+        self._wake: Callable[[], None] | None = None
+
+    def bind(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+
+    def poll(self) -> T | _Marker:
+        outcome = self._outcome
+        if outcome is not _NOTHING:
+            self._outcome = _NOTHING
+            if isinstance(outcome, _Failure):
+                raise outcome.error  # §1.4
+            return outcome
+        iterator = self._iterator
+        if self._task is None and iterator is not None:
+            # One unit of demand, one __anext__: the drain asks again only after this one
+            # delivered, so the iterator never runs ahead of demand (§1.1, §3.10).
+            task = self._loop.create_task(_anext(iterator), context=self._context)
+            self._task = task
+            task.add_done_callback(self._on_fetched)
+        return EMPTY
+
+    def at_end(self) -> bool:
+        outcome = self._outcome
+        return outcome is END or isinstance(outcome, _Failure)
+
+    def _on_fetched(self, task: asyncio.Task[T]) -> None:
+        if task is not self._task:  # closed meanwhile: _shutdown waits for it
+            if not task.cancelled():
+                task.exception()  # mark it retrieved; the subscriber has gone
+            return
+        self._task = None
+        outcome: T | _Marker | _Failure
+        if task.cancelled():
+            # Not by us (close() forgets the task first): e.g. the loop shutting down.
+            outcome = _Failure(
+                RuntimeError(
+                    "from_async_iterable(): __anext__ was cancelled from outside the "
+                    "subscription (is the event loop shutting down?)"
+                )
+            )
+            self._exhausted = True
+        else:
+            error = task.exception()
+            if error is None:
+                outcome = task.result()
+            elif isinstance(error, StopAsyncIteration):
+                outcome = END
+                self._exhausted = True
+            else:
+                if not isinstance(error, Exception):  # SystemExit and the like, in a task
+                    error = RuntimeError(f"__anext__ raised {error!r}")
+                outcome = _Failure(error)
+                self._exhausted = True
+        self._outcome = outcome
+        wake = self._wake
+        if wake is not None:
+            wake()
+
+    def close(self) -> None:
+        iterator, self._iterator = self._iterator, None
+        fetch, self._task = self._task, None
+        self._outcome = _NOTHING
+        self._wake = None
+        if iterator is None or (self._exhausted and fetch is None):
+            return
+        aclose = getattr(iterator, "aclose", None)
+        if fetch is None and aclose is None:
+            return
+        loop = self._loop
+        if _on_loop(loop):
+            self._stop(fetch, aclose)
+            return
+        try:
+            loop.call_soon_threadsafe(self._stop, fetch, aclose)
+        except RuntimeError:  # the loop is closed: nothing can run on it any more
+            pass
+
+    def _stop(
+        self,
+        fetch: asyncio.Task[Any] | None,
+        aclose: Callable[[], Awaitable[Any]] | None,
+    ) -> None:
+        if fetch is not None:
+            fetch.cancel()  # throws CancelledError into the generator at its await
+        _keep(self._loop.create_task(_shutdown(fetch, aclose), context=self._context))
+
+
+@final
+class AsyncIterablePublisher(Generic[T]):
+    """A cold Publisher over an async iterable, on an asyncio event loop.
+
+    ``__anext__`` runs on the loop, as a task, one at a time and only for demand the
+    subscriber signalled (§1.1, §3.10); ``on_next``/``on_error``/``on_complete`` are delivered
+    on the loop by the drain loop, whatever thread requests. ``aiter()`` is called at subscribe
+    time, on the subscribing thread. An async iterator or generator (``__aiter__`` returns
+    itself) serves one Subscriber; a second is rejected (§1.9). A raising iterator becomes
+    ``on_error`` after the elements already delivered (§1.4). Cancel (§3.12, §3.13) cancels an
+    in-flight ``__anext__`` and then ``aclose()``s the iterator on the loop.
+    """
+
+    __slots__ = ("__weakref__", "_aiterable", "_lock", "_loop", "_one_shot", "_used")
+
+    def __init__(
+        self, aiterable: AsyncIterable[T], loop: asyncio.AbstractEventLoop | None = None
+    ) -> None:
+        if not isinstance(aiterable, AsyncIterable):
+            raise TypeError(
+                "from_async_iterable() requires an async iterable (an object with __aiter__), "
+                f"got {type(aiterable).__name__}"
+            )
+        if loop is not None and not isinstance(loop, asyncio.AbstractEventLoop):
+            raise TypeError(f"loop must be an asyncio event loop, got {type(loop).__name__}")
+        self._aiterable = aiterable
+        self._loop = loop
+        self._one_shot = isinstance(aiterable, AsyncIterator)
+        self._used = False
+        self._lock = threading.Lock()
+
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        require_subscriber(subscriber)  # §1.9
+        loop = _resolve_loop(self._loop, "from_async_iterable()")
+        if isinstance(loop, Exception):
+            reject(subscriber, loop)
+            return
+        if self._one_shot:
+            with self._lock:
+                used, self._used = self._used, True
+            if used:
+                reject(
+                    subscriber,
+                    RuntimeError(
+                        "§1.9: this publisher wraps a one-shot async iterator or generator that "
+                        "an earlier subscriber already consumed; wrap an async iterable whose "
+                        "__aiter__ returns a fresh iterator to serve many subscribers"
+                    ),
+                )
+                return
+        try:
+            iterator = aiter(self._aiterable)
+        except Exception as exc:  # §1.4
+            reject(subscriber, exc)
+            return
+        source = _AsyncIteratorSource(iterator, loop, contextvars.copy_context())
+        DrainSubscription(subscriber, source, OnLoop(loop)).start()
+
+    def __repr__(self) -> str:
+        return f"from_async_iterable({self._aiterable!r})"
+
+
+def from_async_iterable(
+    aiterable: AsyncIterable[T], *, loop: asyncio.AbstractEventLoop | None = None
+) -> Publisher[T]:
+    """A cold Publisher over ``aiterable``, awaited only as far as demand reaches.
+
+    Args:
+        aiterable: an async iterable; an async generator is ``aclose()``d on cancel, so its
+            ``finally`` blocks run. A one-shot async iterator serves one Subscriber.
+        loop: the event loop ``__anext__`` runs on and signals are delivered on. ``None`` (the
+            default): the loop running on the thread that subscribes; a Subscriber that
+            subscribes from a thread without one gets ``on_subscribe`` then ``on_error``.
+
+    Returns:
+        A Publisher; ``request``/``cancel`` may be called from any thread, never block, and
+        never run the iterator on the calling thread.
+
+    Raises:
+        TypeError: ``aiterable`` is not an async iterable.
+
+    Example:
+        >>> async def numbers():
+        ...     for i in range(3):
+        ...         yield i
+        >>> async def main():
+        ...     return [x async for x in to_async_iterator(from_async_iterable(numbers()))]
+        >>> asyncio.run(main())
+        [0, 1, 2]
+    """
+    return AsyncIterablePublisher(aiterable, loop)
+
+
+# -- to_async_iterator ----------------------------------------------------------------------
+
+
+@final
+class _LoopSignal:
+    """Wakes the one coroutine waiting on a loop-side future, from any thread.
+
+    ``notify`` from the running loop itself resolves the future directly; from anywhere else it
+    goes through one ``call_soon_threadsafe`` at a time. A notify between ``clear`` and ``arm``
+    makes ``arm`` return None, so no signal is lost.
+    """
+
+    __slots__ = ("_lock", "_loop", "_on_dead", "_scheduled", "_signalled", "_waiter")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, on_dead: Callable[[], None]) -> None:
+        self._lock = threading.Lock()
+        self._loop = loop
+        self._on_dead = on_dead
+        self._waiter: asyncio.Future[None] | None = None
+        self._signalled = False
+        self._scheduled = False
+
+    def clear(self) -> None:
+        """Forget earlier signals: the consumer is about to look at the queue."""
+        with self._lock:
+            self._signalled = False
+
+    def arm(self) -> asyncio.Future[None] | None:
+        """A future resolved by the next ``notify``; None if one came since ``clear``."""
+        waiter = self._loop.create_future()
+        with self._lock:
+            if self._signalled:
+                return None
+            self._waiter = waiter
+        return waiter
+
+    def notify(self) -> None:
+        with self._lock:
+            self._signalled = True
+            waiter = self._waiter
+            if waiter is None:
+                return
+            direct = asyncio._get_running_loop() is self._loop  # on the loop, in a callback
+            if direct:
+                self._waiter = None
+            elif self._scheduled:
+                return  # a _fire is on its way and takes whatever waiter is current
+            else:
+                self._scheduled = True
+        if direct:
+            if not waiter.done():
+                waiter.set_result(None)
+            return
+        try:
+            self._loop.call_soon_threadsafe(self._fire)
+        except RuntimeError as exc:  # the consumer's loop is closed: nobody will consume
+            report_dropped(exc, where="to_async_iterator: its event loop is closed; cancelled")
+            self._on_dead()
+
+    def _fire(self) -> None:
+        with self._lock:
+            waiter, self._waiter = self._waiter, None
+            self._scheduled = False
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+_NEW: Final = 0
+_OPEN: Final = 1
+_CLOSED: Final = 2
+
+
+@final
+class AsyncPublisherIterator(Generic[T]):
+    """The async iterator ``to_async_iterator`` returns; also an async context manager.
+
+    Subscribes on the first ``__anext__`` (or ``async with``), capturing the running loop.
+    Upstream signals may come from any thread (§1.3 is the publisher's duty); the queue keeps
+    at most ``prefetch`` elements requested ahead of consumption (§1.1 bound; an overflowing
+    publisher is cancelled and its §1.1 error raised here). The publisher's error is raised
+    at the ``async for``; cancellation of the consuming task, ``aclose()``, ``async with``
+    exit, and dropping the iterator (``break``) cancel the subscription (§3.12, §3.13). It
+    never blocks the loop: waiting is ``await`` on a future resolved from the signalling
+    thread via ``call_soon_threadsafe``.
+    """
+
+    __slots__ = ("__weakref__", "_loop", "_publisher", "_queue", "_signal", "_state")
+
+    def __init__(self, publisher: Publisher[T], prefetch: int = 256) -> None:
+        if publisher is None:
+            raise TypeError("to_async_iterator() requires a Publisher, got None")
+        self._queue: PrefetchQueue[T] = PrefetchQueue(prefetch)  # validates prefetch
+        self._publisher: Publisher[T] | None = publisher
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._signal: _LoopSignal | None = None
+        self._state = _NEW
+
+    @property
+    def subscriber(self) -> PrefetchQueue[T]:
+        """The Subscriber this iterator subscribes with (its bounded prefetch queue)."""
+        return self._queue
+
+    def _subscribe(self) -> None:
+        loop = asyncio.get_running_loop()
+        publisher, self._publisher = self._publisher, None
+        queue = self._queue
+        self._loop = loop
+        # The signal holds the queue, not this iterator: dropping the iterator frees it at once.
+        signal = _LoopSignal(loop, queue.close)
+        self._signal = signal
+        queue.bind(signal.notify)
+        self._state = _OPEN
+        assert publisher is not None
+        try:
+            publisher.subscribe(queue)
+        except Exception as exc:  # a broken publisher: its error surfaces at the async for
+            queue.on_error(exc)
+
+    def __aiter__(self) -> AsyncPublisherIterator[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        state = self._state
+        if state == _NEW:
+            self._subscribe()
+        elif state == _CLOSED:
+            raise StopAsyncIteration
+        elif asyncio.get_running_loop() is not self._loop:
+            raise RuntimeError("to_async_iterator(): iterated on another event loop")
+        signal = self._signal
+        queue = self._queue
+        assert signal is not None
+        while True:
+            if self._state == _CLOSED:  # aclose() from another coroutine, or a dead loop
+                raise StopAsyncIteration
+            signal.clear()
+            try:
+                value = queue.poll()
+            except Exception:
+                self._close()
+                raise  # the publisher's error, at the async for
+            if value is END:
+                self._close()
+                raise StopAsyncIteration
+            if value is not EMPTY:
+                return value  # type: ignore[return-value]
+            waiter = signal.arm()
+            if waiter is None:
+                continue  # a signal arrived since clear(): look again
+            try:
+                await waiter
+            except BaseException:  # CancelledError: cancel the subscription, then re-raise
+                self._close()
+                raise
+
+    def _close(self) -> None:
+        if self._state == _CLOSED:
+            return
+        self._state = _CLOSED
+        self._publisher = None
+        self._queue.close()  # cancels upstream (§3.12) and drops the queued elements (§3.13)
+        signal = self._signal
+        if signal is not None:
+            signal.notify()  # wakes a coroutine waiting in __anext__, which then stops
+
+    async def aclose(self) -> None:
+        """Cancel the subscription; later ``__anext__`` calls raise ``StopAsyncIteration``."""
+        self._close()
+
+    async def __aenter__(self) -> AsyncPublisherIterator[T]:
+        if self._state == _NEW:
+            self._subscribe()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_state", _CLOSED) == _OPEN:
+            self._queue.close()
+
+
+def to_async_iterator(publisher: Publisher[T], *, prefetch: int = 256) -> AsyncPublisherIterator[T]:
+    """Iterate ``publisher`` with ``async for``, at most ``prefetch`` elements in flight.
+
+    Args:
+        publisher: any Publisher, signalling on any thread.
+        prefetch: the most elements requested ahead of consumption; 75% of it is re-requested
+            each time that many were consumed.
+
+    Returns:
+        An :class:`AsyncPublisherIterator`. It subscribes on the first ``__anext__`` or on
+        ``async with``; ``break``, ``aclose()``, leaving ``async with`` or cancelling the task
+        cancel the subscription.
+
+    Raises:
+        ValueError: ``prefetch`` is not a positive int.
+
+    Example:
+        >>> from adapters.iterables import from_iterable
+        >>> async def main():
+        ...     async with to_async_iterator(from_iterable("abc"), prefetch=2) as letters:
+        ...         return [x async for x in letters]
+        >>> asyncio.run(main())
+        ['a', 'b', 'c']
+    """
+    return AsyncPublisherIterator(publisher, prefetch)

@@ -1,0 +1,658 @@
+"""adapters.async_iterables: from_async_iterable and to_async_iterator, both directions."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import runpy
+import threading
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.async_iterables import from_async_iterable, to_async_iterator
+from adapters.iterables import from_iterable
+from rs_core import OverflowViolation, Subscriber, publish_on
+from rs_core.testing import RecordingSubscriber
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "async_pipeline.py"
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """An event loop in debug mode, running on a helper thread; torn down cleanly."""
+    event_loop = asyncio.new_event_loop()
+    event_loop.set_debug(True)
+    thread = threading.Thread(target=event_loop.run_forever, name="test-loop", daemon=True)
+    thread.start()
+    yield event_loop
+
+    async def shutdown() -> None:
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.get_running_loop().shutdown_asyncgens()
+
+    asyncio.run_coroutine_threadsafe(shutdown(), event_loop).result(10)
+    event_loop.call_soon_threadsafe(event_loop.stop)
+    thread.join(10)
+    event_loop.close()
+
+
+def loop_thread(loop: asyncio.AbstractEventLoop) -> int:
+    """The id of the thread ``loop`` runs on."""
+
+    async def ident() -> int:
+        return threading.get_ident()
+
+    return asyncio.run_coroutine_threadsafe(ident(), loop).result(10)
+
+
+def settle(loop: asyncio.AbstractEventLoop, rounds: int = 20) -> None:
+    """Let ``loop`` run ``rounds`` iterations, so that anything already scheduled has run."""
+
+    async def spin() -> None:
+        for _ in range(rounds):
+            await asyncio.sleep(0)
+
+    asyncio.run_coroutine_threadsafe(spin(), loop).result(10)
+
+
+class CountingAsyncIterator:
+    """An async iterator over ``range(n)`` that counts ``__anext__`` calls and their thread."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.calls = 0
+        self.threads: set[int] = set()
+
+    def __aiter__(self) -> CountingAsyncIterator:
+        return self
+
+    async def __anext__(self) -> int:
+        self.threads.add(threading.get_ident())
+        self.calls += 1
+        if self.calls > self.n:
+            raise StopAsyncIteration
+        await asyncio.sleep(0)  # a real suspension: the fetch is asynchronous
+        return self.calls - 1
+
+
+class FreshEachTime:
+    """A re-iterable async iterable: each ``__aiter__`` starts a new generator."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __aiter__(self) -> AsyncIterator[int]:
+        return self._gen()
+
+    async def _gen(self) -> AsyncIterator[int]:
+        for i in range(self.n):
+            yield i
+
+
+class ManualSubscription:
+    """A subscription a test drives by hand: it records requests and cancel."""
+
+    def __init__(self) -> None:
+        self.requests: list[int] = []
+        self.cancelled = threading.Event()
+        self.requested_event = threading.Event()
+        self._lock = threading.Lock()
+
+    def request(self, n: int) -> None:
+        with self._lock:
+            self.requests.append(n)
+        self.requested_event.set()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self.requests)
+
+
+class ManualPublisher:
+    """A publisher whose single subscriber the test signals directly, from any thread."""
+
+    def __init__(self) -> None:
+        self.subscriber: Subscriber[Any] | None = None
+        self.subscription = ManualSubscription()
+        self.subscribed = threading.Event()
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        self.subscriber = subscriber
+        subscriber.on_subscribe(self.subscription)
+        self.subscribed.set()
+
+
+# -- from_async_iterable ----------------------------------------------------------------------
+
+
+class TestFromAsyncIterable:
+    def test_anext_is_awaited_only_as_far_as_demand(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Each unit of demand starts one __anext__, never more, whatever the source holds."""
+        source = CountingAsyncIterator(100)
+        sub: RecordingSubscriber[int] = RecordingSubscriber()
+        from_async_iterable(source, loop=loop).subscribe(sub)
+        sub.await_subscribed()
+        settle(loop)
+        assert source.calls == 0
+        sub.request(3)
+        assert sub.await_count(3) == [0, 1, 2]
+        settle(loop)
+        assert source.calls == 3
+        sub.request(2)
+        assert sub.await_count(5) == [0, 1, 2, 3, 4]
+        settle(loop)
+        assert source.calls == 5
+        assert source.threads == {loop_thread(loop)}
+        sub.cancel()
+        sub.assert_no_violations()
+
+    def test_signals_arrive_on_the_loop_thread(self, loop: asyncio.AbstractEventLoop) -> None:
+        """on_next and on_complete run on the loop's thread; the subscriber lives elsewhere."""
+        sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+        from_async_iterable(FreshEachTime(3), loop=loop).subscribe(sub)
+        sub.await_terminal()
+        assert sub.elements == [0, 1, 2] and sub.completed
+        assert sub.signal_threads == {threading.get_ident(), loop_thread(loop)}
+        sub.assert_no_violations()
+
+    def test_cancel_runs_the_generator_finally(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Cancel aclose()s a generator suspended at a yield, on its loop, so finally runs."""
+        finished = threading.Event()
+        finally_threads: list[int] = []
+
+        async def gen() -> AsyncIterator[int]:
+            try:
+                for i in range(1000):
+                    yield i
+            finally:
+                finally_threads.append(threading.get_ident())
+                finished.set()
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(2)
+        from_async_iterable(gen(), loop=loop).subscribe(sub)
+        sub.await_count(2)
+        sub.cancel()
+        assert finished.wait(5)
+        assert finally_threads == [loop_thread(loop)]
+        assert not sub.is_terminated
+        sub.assert_no_violations()
+
+    def test_cancel_interrupts_an_anext_in_flight(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Cancel while __anext__ awaits: the generator sees CancelledError and its finally runs."""
+        waiting = threading.Event()
+        seen: list[BaseException] = []
+        finished = threading.Event()
+
+        async def gen() -> AsyncIterator[int]:
+            try:
+                yield 0
+                waiting.set()
+                await asyncio.Event().wait()  # never set: only cancellation ends this
+                yield 1
+            except BaseException as exc:
+                seen.append(exc)
+                raise
+            finally:
+                finished.set()
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(5)
+        from_async_iterable(gen(), loop=loop).subscribe(sub)
+        assert waiting.wait(5)
+        sub.cancel()
+        assert finished.wait(5)
+        assert len(seen) == 1 and isinstance(seen[0], asyncio.CancelledError)
+        assert sub.elements == [0] and not sub.is_terminated
+
+    def test_raising_source_errors_after_its_elements(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """A source that raises delivers its elements, then on_error with its exception."""
+
+        async def gen() -> AsyncIterator[int]:
+            yield 1
+            yield 2
+            raise ValueError("boom")
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+        from_async_iterable(gen(), loop=loop).subscribe(sub)
+        sub.await_terminal()
+        assert sub.elements == [1, 2]
+        assert isinstance(sub.error, ValueError) and str(sub.error) == "boom"
+        sub.assert_no_violations()
+
+    def test_none_element_becomes_type_error(self, loop: asyncio.AbstractEventLoop) -> None:
+        """None is never an element: yielding it ends the stream with on_error(TypeError)."""
+
+        async def gen() -> AsyncIterator[int | None]:
+            yield 1
+            yield None
+
+        sub: RecordingSubscriber[int | None] = RecordingSubscriber(10)
+        from_async_iterable(gen(), loop=loop).subscribe(sub)
+        sub.await_terminal()
+        assert sub.elements == [1] and isinstance(sub.error, TypeError)
+
+    def test_empty_source_completes_without_demand(self, loop: asyncio.AbstractEventLoop) -> None:
+        """An empty source completes once polled; a failing __aiter__ fails at subscribe (§1.9)."""
+
+        class BadIterable:
+            def __aiter__(self) -> AsyncIterator[int]:
+                raise OSError("cannot open")
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+        from_async_iterable(FreshEachTime(0), loop=loop).subscribe(sub)
+        sub.await_terminal()
+        assert sub.completed and sub.elements == []
+        bad: RecordingSubscriber[int] = RecordingSubscriber()
+        from_async_iterable(BadIterable(), loop=loop).subscribe(bad)
+        assert isinstance(bad.error, OSError) and bad.subscription is not None
+
+    def test_no_running_loop_rejects_with_a_clear_error(self) -> None:
+        """Without loop= and without a running loop, the subscriber gets on_subscribe, on_error."""
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+        from_async_iterable(FreshEachTime(3)).subscribe(sub)
+        assert sub.subscription is not None
+        assert isinstance(sub.error, RuntimeError) and "loop=" in str(sub.error)
+        sub.assert_no_violations()
+
+    def test_closed_loop_rejects(self) -> None:
+        """A loop closed before subscribe is reported through on_error, not raised."""
+        closed = asyncio.new_event_loop()
+        closed.close()
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+        from_async_iterable(FreshEachTime(3), loop=closed).subscribe(sub)
+        assert isinstance(sub.error, RuntimeError) and "closed" in str(sub.error)
+
+    def test_one_shot_iterator_serves_one_subscriber(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A generator serves one subscriber (a second is rejected); a re-iterable serves many."""
+
+        async def gen() -> AsyncIterator[int]:
+            yield 1
+
+        one_shot = from_async_iterable(gen(), loop=loop)
+        first: RecordingSubscriber[int] = RecordingSubscriber(5)
+        second: RecordingSubscriber[int] = RecordingSubscriber(5)
+        one_shot.subscribe(first)
+        one_shot.subscribe(second)
+        first.await_terminal()
+        assert first.elements == [1] and first.completed
+        assert isinstance(second.error, RuntimeError) and "§1.9" in str(second.error)
+        many = from_async_iterable(FreshEachTime(2), loop=loop)
+        subs: list[RecordingSubscriber[int]] = [RecordingSubscriber(5) for _ in range(3)]
+        for sub in subs:
+            many.subscribe(sub)
+        for sub in subs:
+            sub.await_terminal()
+            assert sub.elements == [0, 1] and sub.completed
+
+    def test_not_an_async_iterable_is_a_type_error(self) -> None:
+        """from_async_iterable() of a plain iterable raises TypeError at once."""
+        with pytest.raises(TypeError, match="async iterable"):
+            from_async_iterable([1, 2, 3])  # type: ignore[arg-type]
+
+    def test_requests_from_many_threads(self, loop: asyncio.AbstractEventLoop) -> None:
+        """request(1) from 8 threads at once adds up: exactly the demand arrives, in order."""
+        source = CountingAsyncIterator(10_000)
+        sub: RecordingSubscriber[int] = RecordingSubscriber()
+        from_async_iterable(source, loop=loop).subscribe(sub)
+        subscription = sub.await_subscribed()
+        barrier = threading.Barrier(8)
+
+        def hammer() -> None:
+            barrier.wait()
+            for _ in range(25):
+                subscription.request(1)
+
+        threads = [threading.Thread(target=hammer) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        sub.requested = 200  # requested behind the recorder's back, through the subscription
+        assert sub.await_count(200) == list(range(200))
+        settle(loop)
+        assert source.calls == 200 and len(sub.elements) == 200
+        sub.cancel()
+        sub.assert_no_violations()
+
+    @pytest.mark.stress
+    def test_cancel_races_emission(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Cancel from other threads while the loop emits: no violation, the finally always runs."""
+        for _ in range(50):
+            finished = threading.Event()
+
+            async def gen(done: threading.Event = finished) -> AsyncIterator[int]:
+                try:
+                    i = 0
+                    while True:
+                        yield i
+                        i += 1
+                finally:
+                    done.set()
+
+            sub: RecordingSubscriber[int] = RecordingSubscriber(10_000)
+            from_async_iterable(gen(), loop=loop).subscribe(sub)
+            sub.await_count(1)
+            barrier = threading.Barrier(3)
+
+            def cancel(s: RecordingSubscriber[int] = sub, b: threading.Barrier = barrier) -> None:
+                b.wait()
+                s.cancel()
+
+            threads = [threading.Thread(target=cancel) for _ in range(3)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert finished.wait(5)
+            count = len(sub.elements)
+            settle(loop)
+            assert len(sub.elements) == count  # nothing after cancel took effect
+            assert sub.elements == list(range(count))
+            sub.assert_no_violations()
+
+    @pytest.mark.asyncio
+    async def test_same_loop_subscriber_in_debug_mode(self) -> None:
+        """Loop captured at subscribe time: a coroutine's subscriber gets everything, in order."""
+        asyncio.get_running_loop().set_debug(True)
+        got = [x async for x in to_async_iterator(from_async_iterable(FreshEachTime(50)))]
+        assert got == list(range(50))
+
+
+# -- to_async_iterator ------------------------------------------------------------------------
+
+
+class TestToAsyncIterator:
+    @pytest.mark.asyncio
+    async def test_never_more_than_prefetch_requested_ahead(self) -> None:
+        """Requests stay within prefetch of consumption: prefetch up front, then 75% batches."""
+        asyncio.get_running_loop().set_debug(True)
+        pub = ManualPublisher()
+        it = to_async_iterator(pub, prefetch=8)
+        await it.__aenter__()
+        subscriber = pub.subscriber
+        assert subscriber is not None
+        assert pub.subscription.requests == [8]
+        consumed = 0
+        for i in range(40):
+            while pub.subscription.total <= i:  # only what was requested may be sent (§1.1)
+                await asyncio.sleep(0)
+            subscriber.on_next(i)
+            assert await it.__anext__() == i
+            consumed += 1
+            assert pub.subscription.total - consumed <= 8
+        assert set(pub.subscription.requests[1:]) == {6}  # replenished at 75%
+        await it.aclose()
+        assert pub.subscription.cancelled.is_set()
+
+    @pytest.mark.asyncio
+    async def test_signals_from_another_thread_in_debug_mode(self) -> None:
+        """Elements produced on a pool thread are handed to the loop; all arrive, in order."""
+        asyncio.get_running_loop().set_debug(True)
+        with ThreadPoolExecutor(1) as pool:
+            pub = publish_on(from_iterable(range(2000)), pool, prefetch=16)
+            got = [x async for x in to_async_iterator(pub, prefetch=32)]
+        assert got == list(range(2000))
+
+    @pytest.mark.asyncio
+    async def test_waiting_never_blocks_the_loop(self) -> None:
+        """While __anext__ waits, other coroutines run: the producer waits for them to tick."""
+        ticks = 0
+        ticked = threading.Event()
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                if ticks == 100:
+                    ticked.set()
+                await asyncio.sleep(0)
+
+        pub = ManualPublisher()
+
+        def produce() -> None:
+            pub.subscribed.wait(5)
+            assert ticked.wait(5)  # only reachable if the loop kept running meanwhile
+            assert pub.subscriber is not None
+            pub.subscriber.on_next("late")
+            pub.subscriber.on_complete()
+
+        tick_task = asyncio.create_task(ticker())
+        producer = threading.Thread(target=produce)
+        producer.start()
+        try:
+            got = [x async for x in to_async_iterator(pub)]
+        finally:
+            tick_task.cancel()
+            producer.join()
+        assert got == ["late"] and ticks >= 100
+
+    @pytest.mark.asyncio
+    async def test_break_cancels_the_subscription(self) -> None:
+        """Leaving an async for with break cancels upstream at once (the iterator is dropped)."""
+        pub = ManualPublisher()
+
+        async def feed() -> None:
+            while not pub.subscribed.is_set():
+                await asyncio.sleep(0)
+            assert pub.subscriber is not None
+            for i in range(5):
+                pub.subscriber.on_next(i)
+
+        feeder = asyncio.create_task(feed())
+        async for x in to_async_iterator(pub, prefetch=8):
+            if x == 2:
+                break
+        assert pub.subscription.cancelled.is_set()
+        await feeder
+
+    @pytest.mark.asyncio
+    async def test_break_cancels_generator_upstream(self) -> None:
+        """break over from_async_iterable: the async generator's finally runs promptly."""
+        finished = asyncio.Event()
+
+        async def gen() -> AsyncIterator[int]:
+            try:
+                for i in range(1000):
+                    yield i
+            finally:
+                finished.set()
+
+        async for x in to_async_iterator(from_async_iterable(gen()), prefetch=4):
+            if x == 3:
+                break
+        await asyncio.wait_for(finished.wait(), 5)
+
+    @pytest.mark.asyncio
+    async def test_aclose_and_async_with_cancel(self) -> None:
+        """aclose() and leaving async with cancel the subscription; later __anext__ stops."""
+        pub = ManualPublisher()
+        it = to_async_iterator(pub)
+        async with it:
+            assert pub.subscribed.is_set()
+        assert pub.subscription.cancelled.is_set()
+        with pytest.raises(StopAsyncIteration):
+            await it.__anext__()
+        pub2 = ManualPublisher()
+        it2 = to_async_iterator(pub2)
+        await it2.__aenter__()
+        await it2.aclose()
+        assert pub2.subscription.cancelled.is_set()
+
+    @pytest.mark.asyncio
+    async def test_aclose_wakes_a_waiting_consumer(self) -> None:
+        """aclose() from another coroutine ends a consumer waiting in __anext__."""
+        pub = ManualPublisher()
+        it = to_async_iterator(pub)
+        consumer = asyncio.create_task(anext(it, "stopped"))
+        while not pub.subscribed.is_set():
+            await asyncio.sleep(0)
+        await it.aclose()
+        assert await asyncio.wait_for(consumer, 5) == "stopped"
+        assert pub.subscription.cancelled.is_set()
+
+    @pytest.mark.asyncio
+    async def test_task_cancellation_cancels_and_propagates(self) -> None:
+        """Cancelling the consuming task cancels upstream and the CancelledError propagates."""
+        pub = ManualPublisher()
+
+        async def consume() -> list[Any]:
+            return [x async for x in to_async_iterator(pub)]
+
+        task = asyncio.create_task(consume())
+        while not pub.subscribed.is_set():
+            await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert pub.subscription.cancelled.is_set()
+
+    @pytest.mark.asyncio
+    async def test_error_is_raised_at_the_async_for(self) -> None:
+        """Elements first, then the publisher's error raised where iteration reaches it."""
+
+        def gen() -> Iterator[int]:
+            yield 1
+            yield 2
+            raise KeyError("broken")
+
+        got: list[int] = []
+        with pytest.raises(KeyError, match="broken"):
+            async for x in to_async_iterator(from_iterable(gen())):
+                got.append(x)
+        assert got == [1, 2]
+
+    @pytest.mark.asyncio
+    async def test_overflowing_publisher_is_cancelled_with_1_1_error(self) -> None:
+        """A publisher that sends more than requested is cancelled; §1.1 error at the async for."""
+        pub = ManualPublisher()
+        it = to_async_iterator(pub, prefetch=2)
+        await it.__aenter__()
+        assert pub.subscriber is not None
+        for i in range(3):
+            pub.subscriber.on_next(i)
+        assert pub.subscription.cancelled.is_set()
+        with pytest.raises(OverflowViolation, match="§1.1"):
+            async for _ in it:
+                pass
+
+    @pytest.mark.asyncio
+    async def test_publisher_whose_subscribe_raises(self) -> None:
+        """A subscribe() that raises surfaces its error at the async for."""
+
+        class Broken:
+            def subscribe(self, subscriber: Subscriber[Any]) -> None:
+                raise RuntimeError("cannot subscribe")
+
+        with pytest.raises(RuntimeError, match="cannot subscribe"):
+            async for _ in to_async_iterator(Broken()):
+                pass
+
+    def test_bad_arguments(self) -> None:
+        """None publisher is a TypeError; a non-positive prefetch is a ValueError."""
+        with pytest.raises(TypeError):
+            to_async_iterator(None)  # type: ignore[arg-type]
+        with pytest.raises(ValueError):
+            to_async_iterator(from_iterable([1]), prefetch=0)
+
+    def test_closed_consumer_loop_cancels_upstream(self, caplog: pytest.LogCaptureFixture) -> None:
+        """A signal for a consumer whose loop has closed cancels upstream and is reported."""
+        pub = ManualPublisher()
+        it = to_async_iterator(pub)
+        event_loop = asyncio.new_event_loop()
+        task = event_loop.create_task(anext(it))
+
+        async def until_waiting() -> None:
+            while not pub.subscribed.is_set():
+                await asyncio.sleep(0)
+            for _ in range(3):
+                await asyncio.sleep(0)
+
+        event_loop.run_until_complete(until_waiting())
+        event_loop.close()
+        assert pub.subscriber is not None
+        with caplog.at_level(logging.ERROR, logger="rs_core"):
+            pub.subscriber.on_next("orphan")
+        assert pub.subscription.cancelled.is_set()
+        assert "event loop is closed" in caplog.text
+        task._log_destroy_pending = False  # type: ignore[attr-defined]  # dies with its loop
+        del task
+        gc.collect()
+
+
+# -- pipelines and the example ----------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_pipeline_generator_publish_on_async_for() -> None:
+    """generator -> from_iterable -> publish_on -> to_async_iterator: all in order, bounded."""
+    asyncio.get_running_loop().set_debug(True)
+    produced = 0
+    consumed = 0
+    max_ahead = 0
+    lock = threading.Lock()
+
+    def numbers() -> Iterator[int]:
+        nonlocal produced, max_ahead
+        for i in range(3000):
+            with lock:
+                produced += 1
+                max_ahead = max(max_ahead, produced - consumed)
+            yield i
+
+    got: list[int] = []
+    with ThreadPoolExecutor(1, thread_name_prefix="pipeline") as pool:
+        stage = publish_on(from_iterable(numbers()), pool, prefetch=16)
+        async for x in to_async_iterator(stage, prefetch=32):
+            with lock:
+                consumed += 1
+            got.append(x)
+            if x % 100 == 0:
+                await asyncio.sleep(0.001)  # a slow consumer, without blocking the loop
+    assert got == list(range(3000))
+    # publish_on holds at most 16, the iterator at most 32, plus one in each hand-off.
+    assert max_ahead <= 16 + 32 + 2
+
+
+@pytest.mark.asyncio
+async def test_pipeline_async_generator_to_async_iterator_same_loop() -> None:
+    """async generator -> from_async_iterable -> to_async_iterator, on one loop, debug mode."""
+    asyncio.get_running_loop().set_debug(True)
+    ahead: list[int] = []
+    consumed = 0
+
+    async def gen() -> AsyncIterator[int]:
+        for i in range(500):
+            ahead.append(i - consumed)
+            yield i
+
+    got = []
+    async for x in to_async_iterator(from_async_iterable(gen()), prefetch=10):
+        got.append(x)
+        consumed += 1
+    assert got == list(range(500))
+    assert max(ahead) <= 10
+
+
+def test_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/examples/async_pipeline.py runs to completion and prints its summary."""
+    runpy.run_path(str(EXAMPLE), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "sum of squares of even numbers below 10000: 166616670000" in out
+    assert "aioreactive source -> 10 elements" in out
