@@ -1,0 +1,399 @@
+"""aioreactive (async observables) and Reactive Streams, both directions.
+
+- ``from_async_observable``: the adapter's ``AsyncObserver.asend`` awaits until the subscriber
+  has demand, and hands the element over through a one-slot buffer to the drain loop; a source
+  that awaits its observer (``from_async_iterable``, ``create`` with ``await obv.asend``, an
+  ``AsyncSubject`` whose producer awaits ``asend``) is paced by demand. aioreactive's own
+  ``from_iterable`` does NOT await its observer: it posts every element to an unbounded mailbox
+  at once (without yielding to the loop), so it runs ahead of any demand and fills memory; see
+  docs/adapters.md for the lossless ways.
+- ``to_async_observable``: requests ``prefetch`` (256), re-requests 75% as elements are sent,
+  and awaits each ``asend`` before sending the next: a slow observer slows the publisher.
+- Signals of ``from_async_observable`` arrive on its loop (``on_subscribe`` on the subscribing
+  thread); ``to_async_observable`` accepts signals from any thread and sends on the loop of
+  ``subscribe_async``. Cancel disposes the aioreactive subscription; disposing the one
+  ``to_async_observable`` returns cancels the Reactive Streams subscription.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Generic, TypeVar, final
+
+from aioreactive import AsyncAnonymousObserver, AsyncObservable, AsyncObserver
+from expression.system import AsyncDisposable
+
+from adapters.async_iterables import AsyncPublisherIterator, _resolve_loop
+from rs_core._drain import EMPTY, END, DrainSubscription, OnLoop, Source, _Marker
+from rs_core._subscription import reject, report_dropped, require_subscriber
+from rs_core.api import Publisher, Subscriber
+
+__all__ = [
+    "AsyncObservablePublisher",
+    "PublisherAsyncObservable",
+    "from_async_observable",
+    "to_async_observable",
+]
+
+T = TypeVar("T")
+
+_NOTHING: Final = _Marker("NOTHING")
+
+_TASKS: Final[set[asyncio.Task[Any]]] = set()
+"""Strong references to the tasks this module starts (the loop holds tasks only weakly)."""
+
+
+def _spawn(loop: asyncio.AbstractEventLoop, coro: Awaitable[Any], what: str) -> asyncio.Task[None]:
+    task = loop.create_task(_guard(coro, what))
+    _TASKS.add(task)
+    task.add_done_callback(_TASKS.discard)
+    return task
+
+
+async def _guard(coro: Awaitable[Any], what: str) -> None:
+    try:
+        await coro
+    except Exception as exc:  # nobody awaits this task: report instead of losing the error
+        report_dropped(exc, where=f"aioreactive adapter: {what}")
+
+
+# -- from_async_observable ------------------------------------------------------------------
+
+
+@final
+class _Failure:
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+@final
+class _HandOff(AsyncObserver[T], Source[T]):
+    """The adapter's AsyncObserver (upstream) and the drain's Source (downstream).
+
+    ``poll`` finding the slot empty is the drain saying "one more, please" (it polls only
+    while there is demand): that grants one ``asend`` the right to fill the slot. So the slot
+    holds at most one element, and ``asend`` waits, without blocking the loop, until demand
+    reaches it. Everything runs on the loop; ``close`` too, unless the loop is already closed.
+    """
+
+    __slots__ = (
+        "_closed",
+        "_disposable",
+        "_loop",
+        "_permit",
+        "_slot",
+        "_source",
+        "_terminal",
+        "_wake",
+        "_wanted",
+    )
+
+    def __init__(self, source: AsyncObservable[T], loop: asyncio.AbstractEventLoop) -> None:
+        self._source: AsyncObservable[T] | None = source
+        self._loop = loop
+        self._slot: T | _Marker = _NOTHING
+        self._terminal: _Marker | _Failure | None = None
+        self._wanted = False
+        self._permit: asyncio.Future[None] | None = None
+        self._closed = False
+        self._disposable: AsyncDisposable | None = None
+        self._wake: Callable[[], None] | None = None
+
+    # -- upstream: aioreactive's side ----------------------------------------------------
+
+    def connect(self) -> None:
+        """Subscribe to the aioreactive source (on the loop), unless already cancelled."""
+        source, self._source = self._source, None
+        if source is not None and not self._closed:
+            _spawn(self._loop, self._subscribe(source), "subscribing the source")
+
+    async def _subscribe(self, source: AsyncObservable[T]) -> None:
+        try:
+            disposable = await source.subscribe_async(self)
+        except Exception as exc:  # §1.4: a source that cannot be subscribed to fails
+            await self.athrow(exc)
+            return
+        if self._closed:  # cancelled while subscribing
+            await disposable.dispose_async()
+        else:
+            self._disposable = disposable
+
+    def _check_loop(self) -> None:
+        if asyncio._get_running_loop() is not self._loop:
+            raise RuntimeError(
+                "from_async_observable(): the source signalled from another event loop or "
+                "thread; it must run on the loop given to (or captured by) the adapter"
+            )
+
+    async def asend(self, value: T) -> None:
+        """Wait for demand, then hand ``value`` to the subscriber (through the drain)."""
+        self._check_loop()
+        while not self._wanted:  # no demand yet: wait for the drain to ask (backpressure)
+            if self._closed or self._terminal is not None:
+                break
+            permit = self._permit
+            if permit is None:
+                permit = self._permit = self._loop.create_future()
+            await permit  # CancelledError (the source disposed) propagates
+        if self._closed or self._terminal is not None:
+            # Cancelled (§3.12: dropped) or after a terminal signal (§1.7: ignored). Yield once,
+            # so a source that loops without awaiting anything else lets the disposal run.
+            await asyncio.sleep(0)
+            return
+        self._wanted = False
+        self._slot = value
+        self._signal()
+
+    async def athrow(self, error: Exception) -> None:
+        """The source failed: ``on_error`` after the element in the slot, if any (§1.4)."""
+        self._check_loop()
+        if self._terminal is None and not self._closed:
+            self._terminal = _Failure(error)
+            self._release_senders()
+            self._signal()
+
+    async def aclose(self) -> None:
+        """The source completed: ``on_complete`` after the element in the slot, if any."""
+        self._check_loop()
+        if self._terminal is None and not self._closed:
+            self._terminal = END
+            self._release_senders()
+            self._signal()
+
+    def _signal(self) -> None:
+        wake = self._wake
+        if wake is not None:
+            wake()
+
+    def _release_senders(self) -> None:
+        permit, self._permit = self._permit, None
+        if permit is not None and not permit.done():
+            permit.set_result(None)
+
+    # -- downstream: the drain's side ------------------------------------------------------
+
+    def bind(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+
+    def poll(self) -> T | _Marker:
+        slot = self._slot
+        if slot is not _NOTHING:
+            self._slot = _NOTHING
+            return slot
+        terminal = self._terminal
+        if terminal is not None:
+            if isinstance(terminal, _Failure):
+                raise terminal.error  # §1.4
+            return terminal  # END
+        if not self._wanted:  # one unit of demand: let one asend through (§1.1)
+            self._wanted = True
+            self._release_senders()
+        return EMPTY
+
+    def at_end(self) -> bool:
+        return self._slot is _NOTHING and self._terminal is not None
+
+    def close(self) -> None:
+        """Cancel: drop the slot, release a waiting ``asend``, dispose upstream (§3.13)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._slot = _NOTHING
+        self._wake = None
+        loop = self._loop
+        if asyncio._get_running_loop() is loop:
+            self._dispose()
+            return
+        try:
+            loop.call_soon_threadsafe(self._dispose)
+        except RuntimeError:  # the loop is closed: nothing runs on it any more
+            pass
+
+    def _dispose(self) -> None:
+        self._release_senders()
+        disposable, self._disposable = self._disposable, None
+        if disposable is not None:  # else _subscribe disposes once subscribe_async returns
+            _spawn(self._loop, disposable.dispose_async(), "disposing the source")
+
+
+@final
+class AsyncObservablePublisher(Generic[T]):
+    """A Publisher over an aioreactive ``AsyncObservable``, paced by demand where it can be.
+
+    Each Subscriber subscribes the source anew, on the loop (§1.10: one subscription per
+    subscriber). The adapter's ``asend`` returns only once the subscriber has demand for the
+    element and the element sits in the one-slot hand-off, so a source that awaits ``asend``
+    never runs ahead of demand (§1.1); a source that does not await (aioreactive's
+    ``from_iterable``, a mailbox) queues inside aioreactive, not here. ``athrow``/``aclose``
+    become ``on_error``/``on_complete`` after the element in the slot (§1.4, §1.5), even
+    without demand (§1.2). Signals are delivered on the loop by the drain loop; ``request``
+    and ``cancel`` may come from any thread. Cancel disposes the aioreactive subscription and
+    lets a waiting ``asend`` return (its element dropped) (§3.12, §3.13).
+    """
+
+    __slots__ = ("__weakref__", "_loop", "_source")
+
+    def __init__(
+        self, source: AsyncObservable[T], loop: asyncio.AbstractEventLoop | None = None
+    ) -> None:
+        if not callable(getattr(source, "subscribe_async", None)):
+            raise TypeError(
+                "from_async_observable() requires an aioreactive AsyncObservable, "
+                f"got {type(source).__name__}"
+            )
+        if loop is not None and not isinstance(loop, asyncio.AbstractEventLoop):
+            raise TypeError(f"loop must be an asyncio event loop, got {type(loop).__name__}")
+        self._source = source
+        self._loop = loop
+
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        require_subscriber(subscriber)  # §1.9
+        loop = _resolve_loop(self._loop, "from_async_observable()")
+        if isinstance(loop, Exception):
+            reject(subscriber, loop)
+            return
+        handoff: _HandOff[T] = _HandOff(self._source, loop)
+        DrainSubscription(subscriber, handoff, OnLoop(loop)).start()
+        try:
+            loop.call_soon_threadsafe(handoff.connect)
+        except RuntimeError as exc:  # closed since _resolve_loop: the drain cannot run either
+            report_dropped(exc, where="from_async_observable(): the event loop closed")
+
+    def __repr__(self) -> str:
+        return f"from_async_observable({self._source!r})"
+
+
+def from_async_observable(
+    source: AsyncObservable[T], *, loop: asyncio.AbstractEventLoop | None = None
+) -> Publisher[T]:
+    """A Publisher over an aioreactive ``AsyncObservable``.
+
+    Args:
+        source: the async observable. It is subscribed once per Subscriber, on ``loop``, and
+            must signal its observer on that loop.
+        loop: where the source runs and signals are delivered. ``None`` (the default): the
+            loop running on the thread that subscribes; without one, the Subscriber gets
+            ``on_subscribe`` then ``on_error``.
+
+    Returns:
+        A Publisher whose ``asend`` awaits demand: a source that awaits its observer is paced
+        by the subscriber's ``request``.
+
+    Raises:
+        TypeError: ``source`` has no ``subscribe_async``.
+
+    Example:
+        >>> import aioreactive as rx
+        >>> from adapters.async_iterables import to_async_iterator
+        >>> async def numbers():
+        ...     for i in range(3):
+        ...         yield i
+        >>> async def main():
+        ...     source = rx.from_async_iterable(numbers())
+        ...     return [x async for x in to_async_iterator(from_async_observable(source))]
+        >>> asyncio.run(main())
+        [0, 1, 2]
+    """
+    return AsyncObservablePublisher(source, loop)
+
+
+# -- to_async_observable --------------------------------------------------------------------
+
+
+async def _pump(iterator: AsyncPublisherIterator[T], observer: AsyncObserver[T]) -> None:
+    """Send each element and await its ``asend`` before taking the next one."""
+    failure: Exception | None = None
+    while True:
+        try:
+            element = await iterator.__anext__()
+        except StopAsyncIteration:
+            break
+        except Exception as exc:  # the publisher's on_error
+            failure = exc
+            break
+        try:
+            await observer.asend(element)
+        except Exception as exc:  # the observer failed: cancel upstream, tell it (as aioreactive)
+            await iterator.aclose()
+            failure = exc
+            break
+    if failure is None:
+        await observer.aclose()
+    else:
+        await observer.athrow(failure)
+
+
+@final
+class PublisherAsyncObservable(AsyncObservable[T], Generic[T]):
+    """An aioreactive ``AsyncObservable`` over a Publisher (what ``to_async_observable`` returns).
+
+    Each ``subscribe_async`` subscribes the publisher anew, through a bounded prefetch queue
+    (at most ``prefetch`` requested ahead of what was sent, 75% re-requested as elements are
+    taken: §1.1 bound), and runs one task on the calling loop that awaits each ``asend``
+    before taking the next element. Publisher signals may arrive on any thread. Disposing the
+    returned ``AsyncDisposable`` cancels the task and the subscription (§3.12).
+    """
+
+    __slots__ = ("_prefetch", "_publisher")
+
+    def __init__(self, publisher: Publisher[T], prefetch: int = 256) -> None:
+        if publisher is None:
+            raise TypeError("to_async_observable() requires a Publisher, got None")
+        AsyncPublisherIterator(publisher, prefetch)  # validates prefetch now
+        self._publisher = publisher
+        self._prefetch = prefetch
+
+    async def subscribe_async(
+        self,
+        send: Callable[[T], Awaitable[None]] | AsyncObserver[T] | None = None,
+        throw: Callable[[Exception], Awaitable[None]] | None = None,
+        close: Callable[[], Awaitable[None]] | None = None,
+    ) -> AsyncDisposable:
+        observer: AsyncObserver[T] = (
+            send if isinstance(send, AsyncObserver) else AsyncAnonymousObserver(send, throw, close)
+        )
+        iterator = AsyncPublisherIterator(self._publisher, self._prefetch)
+        await iterator.__aenter__()  # subscribes now, on this loop
+        task = _spawn(
+            asyncio.get_running_loop(), _pump(iterator, observer), "sending to an observer"
+        )
+
+        async def dispose() -> None:
+            task.cancel()
+            await iterator.aclose()
+
+        return AsyncDisposable.create(dispose)
+
+
+def to_async_observable(publisher: Publisher[T], *, prefetch: int = 256) -> AsyncObservable[T]:
+    """An aioreactive ``AsyncObservable`` over any Publisher, with a bounded window.
+
+    Args:
+        publisher: any Publisher, signalling on any thread.
+        prefetch: the most elements requested ahead of those sent; 75% is re-requested as
+            they are taken. Each ``asend`` is awaited before the next element is sent.
+
+    Returns:
+        An ``AsyncObservable``; disposing a subscription cancels the Reactive Streams one.
+
+    Example:
+        >>> import aioreactive as rx
+        >>> from adapters.iterables import from_iterable
+        >>> async def main():
+        ...     seen = []
+        ...     async def asend(x):
+        ...         seen.append(x)
+        ...     done = asyncio.Event()
+        ...     async def aclose():
+        ...         done.set()
+        ...     await to_async_observable(from_iterable("ab")).subscribe_async(
+        ...         rx.AsyncAnonymousObserver(asend, None, aclose))
+        ...     await done.wait()
+        ...     return seen
+        >>> asyncio.run(main())
+        ['a', 'b']
+    """
+    return PublisherAsyncObservable(publisher, prefetch)

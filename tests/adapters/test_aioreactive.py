@@ -1,0 +1,542 @@
+"""adapters.aioreactive: from_async_observable and to_async_observable, both directions."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import aioreactive as rx
+import pytest
+from aioreactive import AsyncAnonymousObserver, AsyncObservable, AsyncObserver
+from expression.system import AsyncDisposable
+
+from adapters.aioreactive import from_async_observable, to_async_observable
+from adapters.async_iterables import from_async_iterable, to_async_iterator
+from adapters.iterables import from_iterable
+from rs_core import Subscriber
+from rs_core.testing import RecordingSubscriber
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """An event loop in debug mode, running on a helper thread; torn down cleanly."""
+    event_loop = asyncio.new_event_loop()
+    event_loop.set_debug(True)
+    thread = threading.Thread(target=event_loop.run_forever, name="test-loop", daemon=True)
+    thread.start()
+    yield event_loop
+
+    async def shutdown() -> None:
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.get_running_loop().shutdown_asyncgens()
+
+    asyncio.run_coroutine_threadsafe(shutdown(), event_loop).result(10)
+    event_loop.call_soon_threadsafe(event_loop.stop)
+    thread.join(10)
+    event_loop.close()
+
+
+def on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], Awaitable[Any]]) -> Any:
+    """Run the coroutine ``fn()`` on ``loop`` and return its result."""
+    return asyncio.run_coroutine_threadsafe(fn(), loop).result(10)  # type: ignore[arg-type]
+
+
+def settle(loop: asyncio.AbstractEventLoop, rounds: int = 20) -> None:
+    """Let ``loop`` run ``rounds`` iterations, so that anything already scheduled has run."""
+
+    async def spin() -> None:
+        for _ in range(rounds):
+            await asyncio.sleep(0)
+
+    on_loop(loop, spin)
+
+
+class AwaitingSource(AsyncObservable[int]):
+    """A cold aioreactive source that awaits each ``asend`` and records what it did.
+
+    ``started``/``finished`` count ``asend`` calls begun and returned; ``disposed`` is set when
+    its subscription is disposed; ``then`` is how it ends: None (complete) or an exception.
+    """
+
+    def __init__(self, count: int, then: Exception | None = None) -> None:
+        self.count = count
+        self.then = then
+        self.started = 0
+        self.finished = 0
+        self.disposed = threading.Event()
+        self.cancelled_in_asend = threading.Event()
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def subscribe_async(
+        self,
+        send: Any = None,
+        throw: Any = None,
+        close: Any = None,
+    ) -> AsyncDisposable:
+        assert isinstance(send, AsyncObserver)
+        observer: AsyncObserver[int] = send
+
+        async def run() -> None:
+            for i in range(self.count):
+                self.started += 1
+                try:
+                    await observer.asend(i)
+                except asyncio.CancelledError:
+                    self.cancelled_in_asend.set()
+                    raise
+                self.finished += 1
+            if self.then is None:
+                await observer.aclose()
+            else:
+                await observer.athrow(self.then)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self.tasks.add(task)
+
+        async def dispose() -> None:
+            task.cancel()
+            self.disposed.set()
+
+        return AsyncDisposable.create(dispose)
+
+
+class ManualSubscription:
+    def __init__(self) -> None:
+        self.requests: list[int] = []
+        self.cancelled = threading.Event()
+        self._lock = threading.Lock()
+
+    def request(self, n: int) -> None:
+        with self._lock:
+            self.requests.append(n)
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self.requests)
+
+
+class ManualPublisher:
+    """A publisher whose single subscriber the test signals directly."""
+
+    def __init__(self) -> None:
+        self.subscriber: Subscriber[Any] | None = None
+        self.subscription = ManualSubscription()
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        self.subscriber = subscriber
+        subscriber.on_subscribe(self.subscription)
+
+
+class Recorder:
+    """An aioreactive observer recording its calls; ``gate`` (if set) holds each asend."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+        self.error: Exception | None = None
+        self.closed = asyncio.Event()
+        self.in_asend = 0
+        self.max_in_asend = 0
+        self.gate: asyncio.Semaphore | None = None
+
+    def observer(self) -> AsyncObserver[Any]:
+        return AsyncAnonymousObserver(self.asend, self.athrow, self.aclose)
+
+    async def asend(self, value: Any) -> None:
+        self.in_asend += 1
+        self.max_in_asend = max(self.max_in_asend, self.in_asend)
+        try:
+            if self.gate is not None:
+                await self.gate.acquire()
+            self.values.append(value)
+        finally:
+            self.in_asend -= 1
+
+    async def athrow(self, error: Exception) -> None:
+        self.error = error
+        self.closed.set()
+
+    async def aclose(self) -> None:
+        self.closed.set()
+
+
+# -- from_async_observable --------------------------------------------------------------------
+
+
+class TestFromAsyncObservable:
+    def test_asend_waits_for_demand(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A source awaiting asend is paced by request(): asends return only for demand."""
+        source = AwaitingSource(100)
+        sub: RecordingSubscriber[int] = RecordingSubscriber()
+        from_async_observable(source, loop=loop).subscribe(sub)
+        sub.await_subscribed()
+        settle(loop)
+        assert source.finished == 0 and source.started <= 1
+        sub.request(3)
+        assert sub.await_count(3) == [0, 1, 2]
+        settle(loop)
+        # The 4th asend may have started (it waits inside the adapter): one-slot hand-off.
+        assert source.finished == 3 and source.started <= 4
+        sub.request(2)
+        assert sub.await_count(5) == [0, 1, 2, 3, 4]
+        settle(loop)
+        assert source.finished == 5 and source.started <= 6
+        sub.cancel()
+        assert source.disposed.wait(5)
+        sub.assert_no_violations()
+
+    def test_signals_on_the_loop_and_completion(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Elements and on_complete arrive on the loop thread after the elements, in order."""
+        sub: RecordingSubscriber[int] = RecordingSubscriber(100)
+        from_async_observable(AwaitingSource(10), loop=loop).subscribe(sub)
+        sub.await_terminal()
+        assert sub.elements == list(range(10)) and sub.completed
+        assert len(sub.signal_threads) == 2  # on_subscribe here, the rest on the loop
+        sub.assert_no_violations()
+
+    def test_athrow_after_elements(self, loop: asyncio.AbstractEventLoop) -> None:
+        """athrow becomes on_error after the elements already sent (§1.4)."""
+        sub: RecordingSubscriber[int] = RecordingSubscriber(100)
+        from_async_observable(AwaitingSource(3, ValueError("bad")), loop=loop).subscribe(sub)
+        sub.await_terminal()
+        assert sub.elements == [0, 1, 2] and isinstance(sub.error, ValueError)
+        sub.assert_no_violations()
+
+    def test_terminal_without_demand(self, loop: asyncio.AbstractEventLoop) -> None:
+        """An empty source completes and a failing one errors with no request at all (§1.2)."""
+        done: RecordingSubscriber[int] = RecordingSubscriber()
+        from_async_observable(rx.empty(), loop=loop).subscribe(done)
+        done.await_terminal()
+        assert done.completed and done.requested == 0
+        failed: RecordingSubscriber[int] = RecordingSubscriber()
+        from_async_observable(AwaitingSource(0, KeyError("k")), loop=loop).subscribe(failed)
+        failed.await_terminal()
+        assert isinstance(failed.error, KeyError)
+
+    def test_cancel_disposes_and_releases_a_waiting_asend(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """Cancel disposes the aioreactive subscription; a pending asend does not hang."""
+        source = AwaitingSource(1000)
+        sub: RecordingSubscriber[int] = RecordingSubscriber(2)
+        from_async_observable(source, loop=loop).subscribe(sub)
+        sub.await_count(2)
+        settle(loop)
+        assert source.started == 3  # the third asend waits for demand
+        sub.cancel()
+        assert source.disposed.wait(5)
+        settle(loop)
+        assert all(task.done() for task in source.tasks)
+        assert sub.elements == [0, 1] and not sub.is_terminated
+
+    def test_subscribe_async_failure_is_on_error(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A source whose subscribe_async raises fails the subscriber (§1.4)."""
+
+        class Broken(AsyncObservable[int]):
+            async def subscribe_async(
+                self, send: Any = None, throw: Any = None, close: Any = None
+            ) -> AsyncDisposable:
+                raise OSError("no connection")
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+        from_async_observable(Broken(), loop=loop).subscribe(sub)
+        sub.await_terminal()
+        assert isinstance(sub.error, OSError)
+
+    def test_no_loop_rejects(self) -> None:
+        """Without loop= and without a running loop: on_subscribe then on_error, clearly."""
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+        from_async_observable(rx.single(1)).subscribe(sub)
+        assert sub.subscription is not None
+        assert isinstance(sub.error, RuntimeError) and "loop=" in str(sub.error)
+
+    def test_not_an_observable_is_a_type_error(self) -> None:
+        """from_async_observable() of something without subscribe_async raises TypeError."""
+        with pytest.raises(TypeError, match="AsyncObservable"):
+            from_async_observable([1, 2])  # type: ignore[arg-type]
+
+    def test_asend_from_another_loop_is_refused(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A source signalling from a different loop gets a clear RuntimeError from asend."""
+        captured: list[AsyncObserver[int]] = []
+
+        class Leaky(AsyncObservable[int]):
+            async def subscribe_async(
+                self, send: Any = None, throw: Any = None, close: Any = None
+            ) -> AsyncDisposable:
+                captured.append(send)
+                return AsyncDisposable.empty()
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+        from_async_observable(Leaky(), loop=loop).subscribe(sub)
+        settle(loop)
+        assert len(captured) == 1
+        with pytest.raises(RuntimeError, match="another event loop"):
+            asyncio.run(captured[0].asend(1))
+        sub.cancel()
+
+    def test_requests_and_cancel_from_many_threads(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Concurrent request(1) from 8 threads: exactly that many elements, in order."""
+        source = AwaitingSource(10_000)
+        sub: RecordingSubscriber[int] = RecordingSubscriber()
+        from_async_observable(source, loop=loop).subscribe(sub)
+        subscription = sub.await_subscribed()
+        barrier = threading.Barrier(8)
+
+        def hammer() -> None:
+            barrier.wait()
+            for _ in range(20):
+                subscription.request(1)
+
+        threads = [threading.Thread(target=hammer) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        sub.requested = 160
+        assert sub.await_count(160) == list(range(160))
+        settle(loop)
+        assert source.finished == 160 and len(sub.elements) == 160
+        cancellers = [threading.Thread(target=sub.cancel) for _ in range(4)]
+        for thread in cancellers:
+            thread.start()
+        for thread in cancellers:
+            thread.join()
+        assert source.disposed.wait(5)
+        sub.assert_no_violations()
+
+    def test_aioreactive_from_iterable_runs_ahead_of_demand(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """Documents aioreactive: from_iterable drains its iterable before the first asend."""
+        pulled = 0
+
+        def numbers() -> Iterator[int]:
+            nonlocal pulled
+            for i in range(5000):
+                pulled += 1
+                yield i
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+        from_async_observable(rx.from_iterable(numbers()), loop=loop).subscribe(sub)
+        assert sub.await_count(1) == [0]
+        settle(loop)
+        # One element was requested, yet the whole iterable sits in aioreactive's mailbox.
+        assert pulled == 5000 and len(sub.elements) == 1
+        sub.cancel()
+
+    @pytest.mark.asyncio
+    async def test_hot_subject_is_slowed_by_demand(self) -> None:
+        """An AsyncSubject producer that awaits asend is held back by the subscriber's pace."""
+        asyncio.get_running_loop().set_debug(True)
+        subject: rx.AsyncSubject[int] = rx.AsyncSubject()
+        it = to_async_iterator(from_async_observable(subject), prefetch=2)
+        await it.__aenter__()
+        sent = 0
+
+        async def produce() -> None:
+            nonlocal sent
+            for i in range(20):
+                await subject.asend(i)
+                sent += 1
+            await subject.aclose()
+
+        await asyncio.sleep(0)  # let the adapter subscribe to the subject
+        while not subject._observers:  # type: ignore[attr-defined]
+            await asyncio.sleep(0)
+        producer = asyncio.create_task(produce())
+        got = []
+        async for x in it:
+            got.append(x)
+            # prefetch 2, one element in the adapter's slot, one asend waiting
+            assert sent - len(got) <= 3
+        await producer
+        assert got == list(range(20))
+
+
+# -- to_async_observable ----------------------------------------------------------------------
+
+
+class TestToAsyncObservable:
+    @pytest.mark.asyncio
+    async def test_each_asend_is_awaited_and_the_window_is_bounded(self) -> None:
+        """One asend at a time; nothing more is requested while the window is unconsumed."""
+        asyncio.get_running_loop().set_debug(True)
+        pub = ManualPublisher()
+        recorder = Recorder()
+        recorder.gate = asyncio.Semaphore(0)
+        disposable = await to_async_observable(pub, prefetch=4).subscribe_async(recorder.observer())
+        subscriber = pub.subscriber
+        assert subscriber is not None
+        emitted = 0
+
+        def emit_what_was_requested() -> None:  # the test plays a compliant publisher
+            nonlocal emitted
+            while emitted < pub.subscription.total and emitted < 40:
+                subscriber.on_next(emitted)
+                emitted += 1
+
+        emit_what_was_requested()
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert pub.subscription.requests == [4]  # the observer is stuck in its first asend
+        while len(recorder.values) < 40:
+            target = len(recorder.values) + 1
+            recorder.gate.release()
+            while len(recorder.values) < target:
+                await asyncio.sleep(0)
+            # requested - sent <= prefetch + the one element inside the current asend
+            assert pub.subscription.total - len(recorder.values) <= 4 + 1
+            emit_what_was_requested()
+        assert recorder.values == list(range(40))
+        assert recorder.max_in_asend == 1
+        await disposable.dispose_async()
+        assert pub.subscription.cancelled.is_set()
+
+    @pytest.mark.asyncio
+    async def test_slow_observer_slows_the_producer(self) -> None:
+        """A slow observer bounds how far a generator runs ahead: at most the window."""
+        asyncio.get_running_loop().set_debug(True)
+        produced = 0
+
+        async def gen() -> AsyncIterator[int]:
+            nonlocal produced
+            for i in range(200):
+                produced += 1
+                yield i
+
+        recorder = Recorder()
+        ahead: list[int] = []
+
+        async def slow(value: int) -> None:
+            ahead.append(produced - len(recorder.values))
+            recorder.values.append(value)
+            await asyncio.sleep(0)
+
+        observable = to_async_observable(from_async_iterable(gen()), prefetch=8)
+        disposable = await observable.subscribe_async(
+            AsyncAnonymousObserver(slow, recorder.athrow, recorder.aclose)
+        )
+        await asyncio.wait_for(recorder.closed.wait(), 10)
+        assert recorder.values == list(range(200)) and recorder.error is None
+        assert max(ahead) <= 8 + 1
+        await disposable.dispose_async()
+
+    @pytest.mark.asyncio
+    async def test_dispose_cancels_the_subscription(self) -> None:
+        """Disposing the aioreactive subscription cancels the Reactive Streams one."""
+        pub = ManualPublisher()
+        recorder = Recorder()
+        disposable = await to_async_observable(pub).subscribe_async(recorder.observer())
+        assert pub.subscriber is not None
+        pub.subscriber.on_next("x")
+        while not recorder.values:
+            await asyncio.sleep(0)
+        await disposable.dispose_async()
+        assert pub.subscription.cancelled.is_set()
+        assert not recorder.closed.is_set()
+
+    @pytest.mark.asyncio
+    async def test_error_reaches_athrow_after_elements(self) -> None:
+        """The publisher's on_error becomes athrow, after the elements (asend)."""
+
+        def gen() -> Iterator[int]:
+            yield 1
+            raise ValueError("upstream")
+
+        recorder = Recorder()
+        await to_async_observable(from_iterable(gen())).subscribe_async(recorder.observer())
+        await asyncio.wait_for(recorder.closed.wait(), 5)
+        assert recorder.values == [1] and isinstance(recorder.error, ValueError)
+
+    @pytest.mark.asyncio
+    async def test_failing_asend_cancels_upstream_and_athrows(self) -> None:
+        """An observer whose asend raises: upstream cancelled, its error sent to athrow."""
+        pub = ManualPublisher()
+        errors: list[Exception] = []
+        done = asyncio.Event()
+
+        async def asend(value: Any) -> None:
+            raise RuntimeError("observer broke")
+
+        async def athrow(error: Exception) -> None:
+            errors.append(error)
+            done.set()
+
+        await to_async_observable(pub).subscribe_async(AsyncAnonymousObserver(asend, athrow))
+        assert pub.subscriber is not None
+        pub.subscriber.on_next(1)
+        await asyncio.wait_for(done.wait(), 5)
+        assert pub.subscription.cancelled.is_set()
+        assert isinstance(errors[0], RuntimeError)
+
+    @pytest.mark.asyncio
+    async def test_plain_functions_and_signals_from_another_thread(self) -> None:
+        """subscribe_async(send, throw, close) works; signals from a thread are handed over."""
+        got: list[int] = []
+        done = asyncio.Event()
+
+        async def send(x: int) -> None:
+            got.append(x)
+
+        async def close() -> None:
+            done.set()
+
+        pub = ManualPublisher()
+        await to_async_observable(pub).subscribe_async(send, None, close)
+
+        def produce() -> None:
+            assert pub.subscriber is not None
+            for i in range(100):
+                pub.subscriber.on_next(i)
+            pub.subscriber.on_complete()
+
+        thread = threading.Thread(target=produce)
+        thread.start()
+        await asyncio.wait_for(done.wait(), 5)
+        thread.join()
+        assert got == list(range(100))
+
+
+# -- a pipeline ---------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_pipeline_aioreactive_source_to_async_iterator() -> None:
+    """aioreactive source -> from_async_observable -> to_async_iterator: all, in order."""
+    asyncio.get_running_loop().set_debug(True)
+    produced = 0
+    consumed = 0
+    ahead: list[int] = []
+
+    async def gen() -> AsyncIterator[int]:
+        nonlocal produced
+        for i in range(300):
+            produced += 1
+            ahead.append(produced - consumed)
+            yield i
+
+    source = rx.pipe(rx.from_async_iterable(gen()), rx.map(lambda x: x * 2))
+    got = []
+    async for x in to_async_iterator(from_async_observable(source), prefetch=8):
+        got.append(x)
+        consumed += 1
+    assert got == [2 * i for i in range(300)]
+    # prefetch 8 + the adapter's slot + the element aioreactive's worker holds in asend
+    assert max(ahead) <= 8 + 2
+
+
+@pytest.mark.asyncio
+async def test_roundtrip_publisher_to_aioreactive_and_back() -> None:
+    """Publisher -> to_async_observable -> from_async_observable -> to_async_iterator."""
+    back = from_async_observable(to_async_observable(from_iterable(range(50)), prefetch=4))
+    assert [x async for x in to_async_iterator(back, prefetch=4)] == list(range(50))
