@@ -24,8 +24,8 @@ from typing import Any, Final, Generic, TypeVar, final
 from aioreactive import AsyncAnonymousObserver, AsyncObservable, AsyncObserver
 from expression.system import AsyncDisposable
 
-from adapters.async_iterables import AsyncPublisherIterator, _resolve_loop
-from rs_core._drain import EMPTY, END, DrainSubscription, OnLoop, Source, _Marker
+from adapters.async_iterables import AsyncPublisherIterator, LoopPolicy, _resolve_loop
+from rs_core._drain import EMPTY, END, DrainSubscription, Source, _Marker
 from rs_core._subscription import reject, report_dropped, require_subscriber
 from rs_core.api import Publisher, Subscriber
 
@@ -256,7 +256,7 @@ class AsyncObservablePublisher(Generic[T]):
             reject(subscriber, loop)
             return
         handoff: _HandOff[T] = _HandOff(self._source, loop)
-        DrainSubscription(subscriber, handoff, OnLoop(loop)).start()
+        DrainSubscription(subscriber, handoff, LoopPolicy(loop)).start()
         try:
             loop.call_soon_threadsafe(handoff.connect)
         except RuntimeError as exc:  # closed since _resolve_loop: the drain cannot run either

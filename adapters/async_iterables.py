@@ -22,7 +22,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import Any, Final, Generic, TypeVar, final
 
-from rs_core._drain import EMPTY, END, DrainSubscription, OnLoop, Source, _Marker
+from rs_core._drain import EMPTY, END, DrainPolicy, DrainSubscription, Source, _Marker
 from rs_core._prefetch import PrefetchQueue
 from rs_core._subscription import reject, report_dropped, require_subscriber
 from rs_core.api import Publisher, Subscriber
@@ -75,6 +75,41 @@ def _resolve_loop(
 
 
 @final
+class LoopPolicy(DrainPolicy):
+    """Run the drain on ``loop``: inline when already on it, else via ``call_soon_threadsafe``.
+
+    A wake from a task or callback on the loop (an ``__anext__`` that just produced, an
+    ``asend``, a same-loop consumer's ``request``) drains at once instead of costing a loop
+    iteration and a self-pipe write per element. A drain that reschedules itself after
+    ``batch`` elements always goes through ``call_soon``, so the loop gets its turn and the
+    stack never grows. Per subscription: ``_draining`` is touched only on the loop.
+    """
+
+    __slots__ = ("_draining", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, batch: int = 1024) -> None:
+        super().__init__(batch)
+        self.loop = loop
+        self._draining = False
+
+    def run(self, drain: Callable[[], None]) -> None:
+        loop = self.loop
+        if asyncio._get_running_loop() is not loop:
+            loop.call_soon_threadsafe(self._enter, drain)  # RuntimeError once closed
+        elif self._draining:
+            loop.call_soon(self._enter, drain)  # a batch is done: yield to the loop
+        else:
+            self._enter(drain)
+
+    def _enter(self, drain: Callable[[], None]) -> None:
+        self._draining = True
+        try:
+            drain()
+        finally:
+            self._draining = False
+
+
+@final
 class _Failure:
     __slots__ = ("error",)
 
@@ -82,16 +117,12 @@ class _Failure:
         self.error = error
 
 
-async def _anext(iterator: AsyncIterator[T]) -> T:
-    return await iterator.__anext__()
-
-
 async def _shutdown(
-    fetch: asyncio.Task[Any] | None, aclose: Callable[[], Awaitable[Any]] | None
+    pump: asyncio.Task[Any] | None, aclose: Callable[[], Awaitable[Any]] | None
 ) -> None:
-    """Wait for a cancelled ``__anext__`` to unwind, then ``aclose()`` the iterator (§3.13)."""
-    if fetch is not None:
-        await asyncio.wait((fetch,))  # never raises the fetch's outcome; CancelledError of
+    """Wait for the cancelled pump to unwind, then ``aclose()`` the iterator (§3.13)."""
+    if pump is not None and pump is not asyncio.current_task():
+        await asyncio.wait((pump,))  # never raises the pump's outcome; a CancelledError of
         # this task itself (the loop shutting down) propagates
     if aclose is not None:
         try:
@@ -102,13 +133,27 @@ async def _shutdown(
 
 @final
 class _AsyncIteratorSource(Source[T]):
-    """One ``__anext__`` task per unit of demand; ``close()`` acloses the iterator on its loop.
+    """A pump task that awaits one ``__anext__`` per unit of demand; ``close()`` acloses.
 
-    Every method but ``close`` runs on the loop (the drain runs there, and so do the tasks'
-    done callbacks); ``close`` may run elsewhere only once the loop is closed.
+    ``poll`` finding nothing ready is the drain asking for one more element (it polls only
+    while there is demand): it grants the pump one ``__anext__`` and returns ``EMPTY``; the
+    pump stores the outcome and calls ``wake()``. So at most one ``__anext__`` is in flight
+    and none runs ahead of demand. A single pump task awaits every ``__anext__``, so the
+    iterator runs in one task and one context, as in a plain ``async for``. Every method but
+    ``close`` runs on the loop; ``close`` runs elsewhere only once the loop is closed.
     """
 
-    __slots__ = ("_context", "_exhausted", "_iterator", "_loop", "_outcome", "_task", "_wake")
+    __slots__ = (
+        "_context",
+        "_exhausted",
+        "_grant",
+        "_iterator",
+        "_loop",
+        "_outcome",
+        "_pump",
+        "_wake",
+        "_wanted",
+    )
 
     def __init__(
         self,
@@ -118,8 +163,10 @@ class _AsyncIteratorSource(Source[T]):
     ) -> None:
         self._iterator: AsyncIterator[T] | None = iterator
         self._loop = loop
-        self._context = context  # one context for every __anext__, as in a single `async for`
-        self._task: asyncio.Task[T] | None = None
+        self._context = context
+        self._pump: asyncio.Task[None] | None = None
+        self._wanted = False  # the drain asked for one element the pump has not fetched yet
+        self._grant: asyncio.Future[None] | None = None  # the pump waits on it for demand
         self._outcome: T | _Marker | _Failure = _NOTHING
         self._exhausted = False
         self._wake: Callable[[], None] | None = None
@@ -134,47 +181,51 @@ class _AsyncIteratorSource(Source[T]):
             if isinstance(outcome, _Failure):
                 raise outcome.error  # §1.4
             return outcome
-        iterator = self._iterator
-        if self._task is None and iterator is not None:
-            # One unit of demand, one __anext__: the drain asks again only after this one
-            # delivered, so the iterator never runs ahead of demand (§1.1, §3.10).
-            task = self._loop.create_task(_anext(iterator), context=self._context)
-            self._task = task
-            task.add_done_callback(self._on_fetched)
+        if not self._wanted and self._iterator is not None:
+            # One unit of demand, one __anext__ (§1.1, §3.10).
+            self._wanted = True
+            if self._pump is None:
+                self._pump = self._loop.create_task(self._run(), context=self._context)
+            else:
+                grant, self._grant = self._grant, None
+                if grant is not None and not grant.done():
+                    grant.set_result(None)
         return EMPTY
 
     def at_end(self) -> bool:
         outcome = self._outcome
         return outcome is END or isinstance(outcome, _Failure)
 
-    def _on_fetched(self, task: asyncio.Task[T]) -> None:
-        if task is not self._task:  # closed meanwhile: _shutdown waits for it
-            if not task.cancelled():
-                task.exception()  # mark it retrieved; the subscriber has gone
+    async def _run(self) -> None:
+        loop = self._loop
+        while True:
+            iterator = self._iterator
+            if iterator is None:  # closed
+                return
+            if not self._wanted:
+                grant = self._grant = loop.create_future()
+                await grant  # CancelledError (close) propagates
+                continue
+            try:
+                value = await iterator.__anext__()
+            except StopAsyncIteration:
+                self._finish(END)
+                return
+            except Exception as exc:
+                self._finish(_Failure(exc))
+                return
+            if self._iterator is None:  # closed while fetching: the element is dropped
+                return
+            self._wanted = False
+            self._outcome = value
+            wake = self._wake
+            if wake is not None:
+                wake()  # on the loop: the drain emits it right here (LoopPolicy)
+
+    def _finish(self, outcome: _Marker | _Failure) -> None:
+        self._exhausted = True
+        if self._iterator is None:
             return
-        self._task = None
-        outcome: T | _Marker | _Failure
-        if task.cancelled():
-            # Not by us (close() forgets the task first): e.g. the loop shutting down.
-            outcome = _Failure(
-                RuntimeError(
-                    "from_async_iterable(): __anext__ was cancelled from outside the "
-                    "subscription (is the event loop shutting down?)"
-                )
-            )
-            self._exhausted = True
-        else:
-            error = task.exception()
-            if error is None:
-                outcome = task.result()
-            elif isinstance(error, StopAsyncIteration):
-                outcome = END
-                self._exhausted = True
-            else:
-                if not isinstance(error, Exception):  # SystemExit and the like, in a task
-                    error = RuntimeError(f"__anext__ raised {error!r}")
-                outcome = _Failure(error)
-                self._exhausted = True
         self._outcome = outcome
         wake = self._wake
         if wake is not None:
@@ -182,31 +233,31 @@ class _AsyncIteratorSource(Source[T]):
 
     def close(self) -> None:
         iterator, self._iterator = self._iterator, None
-        fetch, self._task = self._task, None
+        pump, self._pump = self._pump, None
         self._outcome = _NOTHING
         self._wake = None
-        if iterator is None or (self._exhausted and fetch is None):
+        if iterator is None or self._exhausted:
             return
         aclose = getattr(iterator, "aclose", None)
-        if fetch is None and aclose is None:
+        if pump is None and aclose is None:
             return
         loop = self._loop
         if _on_loop(loop):
-            self._stop(fetch, aclose)
+            self._stop(pump, aclose)
             return
         try:
-            loop.call_soon_threadsafe(self._stop, fetch, aclose)
+            loop.call_soon_threadsafe(self._stop, pump, aclose)
         except RuntimeError:  # the loop is closed: nothing can run on it any more
             pass
 
     def _stop(
         self,
-        fetch: asyncio.Task[Any] | None,
+        pump: asyncio.Task[Any] | None,
         aclose: Callable[[], Awaitable[Any]] | None,
     ) -> None:
-        if fetch is not None:
-            fetch.cancel()  # throws CancelledError into the generator at its await
-        _keep(self._loop.create_task(_shutdown(fetch, aclose), context=self._context))
+        if pump is not None and pump is not asyncio.current_task():
+            pump.cancel()  # throws CancelledError into an __anext__ in flight, at its await
+        _keep(self._loop.create_task(_shutdown(pump, aclose), context=self._context))
 
 
 @final
@@ -265,7 +316,7 @@ class AsyncIterablePublisher(Generic[T]):
             reject(subscriber, exc)
             return
         source = _AsyncIteratorSource(iterator, loop, contextvars.copy_context())
-        DrainSubscription(subscriber, source, OnLoop(loop)).start()
+        DrainSubscription(subscriber, source, LoopPolicy(loop)).start()
 
     def __repr__(self) -> str:
         return f"from_async_iterable({self._aiterable!r})"

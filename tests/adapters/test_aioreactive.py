@@ -290,6 +290,7 @@ class TestFromAsyncObservable:
         sub: RecordingSubscriber[int] = RecordingSubscriber()
         from_async_observable(source, loop=loop).subscribe(sub)
         subscription = sub.await_subscribed()
+        sub.requested = 160  # about to be requested behind the recorder's back
         barrier = threading.Barrier(8)
 
         def hammer() -> None:
@@ -302,7 +303,6 @@ class TestFromAsyncObservable:
             thread.start()
         for thread in threads:
             thread.join()
-        sub.requested = 160
         assert sub.await_count(160) == list(range(160))
         settle(loop)
         assert source.finished == 160 and len(sub.elements) == 160

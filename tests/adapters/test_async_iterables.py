@@ -183,12 +183,14 @@ class TestFromAsyncIterable:
                 finally_threads.append(threading.get_ident())
                 finished.set()
 
+        agen = gen()  # held here, so the loop's GC finalizer cannot be what closes it
         sub: RecordingSubscriber[int] = RecordingSubscriber(2)
-        from_async_iterable(gen(), loop=loop).subscribe(sub)
+        from_async_iterable(agen, loop=loop).subscribe(sub)
         sub.await_count(2)
         sub.cancel()
         assert finished.wait(5)
         assert finally_threads == [loop_thread(loop)]
+        assert agen.ag_frame is None  # closed, not merely abandoned
         assert not sub.is_terminated
         sub.assert_no_violations()
 
@@ -311,6 +313,7 @@ class TestFromAsyncIterable:
         sub: RecordingSubscriber[int] = RecordingSubscriber()
         from_async_iterable(source, loop=loop).subscribe(sub)
         subscription = sub.await_subscribed()
+        sub.requested = 200  # about to be requested behind the recorder's back
         barrier = threading.Barrier(8)
 
         def hammer() -> None:
@@ -323,7 +326,6 @@ class TestFromAsyncIterable:
             thread.start()
         for thread in threads:
             thread.join()
-        sub.requested = 200  # requested behind the recorder's back, through the subscription
         assert sub.await_count(200) == list(range(200))
         settle(loop)
         assert source.calls == 200 and len(sub.elements) == 200
@@ -473,10 +475,12 @@ class TestToAsyncIterator:
             finally:
                 finished.set()
 
-        async for x in to_async_iterator(from_async_iterable(gen()), prefetch=4):
+        agen = gen()  # held here, so the loop's GC finalizer cannot be what closes it
+        async for x in to_async_iterator(from_async_iterable(agen), prefetch=4):
             if x == 3:
                 break
         await asyncio.wait_for(finished.wait(), 5)
+        assert agen.ag_frame is None
 
     @pytest.mark.asyncio
     async def test_aclose_and_async_with_cancel(self) -> None:
