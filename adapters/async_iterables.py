@@ -264,13 +264,14 @@ class _AsyncIteratorSource(Source[T]):
 class AsyncIterablePublisher(Generic[T]):
     """A cold Publisher over an async iterable, on an asyncio event loop.
 
-    ``__anext__`` runs on the loop, as a task, one at a time and only for demand the
-    subscriber signalled (§1.1, §3.10); ``on_next``/``on_error``/``on_complete`` are delivered
-    on the loop by the drain loop, whatever thread requests. ``aiter()`` is called at subscribe
-    time, on the subscribing thread. An async iterator or generator (``__aiter__`` returns
-    itself) serves one Subscriber; a second is rejected (§1.9). A raising iterator becomes
-    ``on_error`` after the elements already delivered (§1.4). Cancel (§3.12, §3.13) cancels an
-    in-flight ``__anext__`` and then ``aclose()``s the iterator on the loop.
+    ``__anext__`` is awaited on the loop, by one pump task per subscription, one call at a
+    time and only for demand the subscriber signalled (§1.1, §3.10); ``on_next``/``on_error``/
+    ``on_complete`` are delivered on the loop by the drain loop, whatever thread requests
+    (§1.3). ``aiter()`` is called at subscribe time, on the subscribing thread. An async
+    iterator or generator (``__aiter__`` returns itself) serves one Subscriber; a second one
+    is rejected (§1.9). A raising iterator becomes ``on_error`` after the elements already
+    delivered (§1.4). Cancel (§3.12, §3.13) cancels an in-flight ``__anext__`` and then
+    ``aclose()``s the iterator on the loop.
     """
 
     __slots__ = ("__weakref__", "_aiterable", "_lock", "_loop", "_one_shot", "_used")
