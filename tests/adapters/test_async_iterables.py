@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import gc
 import logging
 import runpy
@@ -263,6 +264,29 @@ class TestFromAsyncIterable:
         bad: RecordingSubscriber[int] = RecordingSubscriber()
         from_async_iterable(BadIterable(), loop=loop).subscribe(bad)
         assert isinstance(bad.error, OSError) and bad.subscription is not None
+
+    def test_generator_runs_in_one_task_and_one_context(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """As in a plain async for: one task awaits every __anext__, context vars persist."""
+        var: contextvars.ContextVar[int] = contextvars.ContextVar("var", default=0)
+        tasks: set[asyncio.Task[Any] | None] = set()
+
+        async def gen() -> AsyncIterator[int]:
+            for _ in range(5):
+                async with asyncio.timeout(5):  # needs a current task
+                    await asyncio.sleep(0)
+                tasks.add(asyncio.current_task())
+                var.set(var.get() + 1)
+                yield var.get()
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber()
+        from_async_iterable(gen(), loop=loop).subscribe(sub)
+        for _ in range(5):
+            sub.request(1)
+        sub.await_count(5)
+        assert sub.elements == [1, 2, 3, 4, 5]
+        assert len(tasks) == 1 and None not in tasks
 
     def test_no_running_loop_rejects_with_a_clear_error(self) -> None:
         """Without loop= and without a running loop, the subscriber gets on_subscribe, on_error."""
