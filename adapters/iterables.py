@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterable
+from concurrent.futures import Executor
 from types import TracebackType
 from typing import Final, Generic, TypeVar, final
 
-from rs_core._drain import EMPTY, END
+from rs_core._drain import EMPTY, END, OnExecutor
 from rs_core._prefetch import PrefetchQueue
 from rs_core.api import Publisher
 from rs_core.publishers._iterable import IterablePublisher
@@ -28,7 +29,7 @@ __all__ = ["BlockingIterator", "from_iterable", "to_iterator"]
 T = TypeVar("T")
 
 
-def from_iterable(iterable: Iterable[T]) -> Publisher[T]:
+def from_iterable(iterable: Iterable[T], *, executor: Executor | None = None) -> Publisher[T]:
     """A cold Publisher over ``iterable``, pulled only as far as demand reaches.
 
     Each Subscriber iterates afresh; a one-shot iterator or generator serves one Subscriber
@@ -36,11 +37,19 @@ def from_iterable(iterable: Iterable[T]) -> Publisher[T]:
     iterator reaches ``on_error`` after the elements already produced; ``None`` from it is
     ``on_error(TypeError)``.
 
+    Args:
+        iterable: any iterable; a generator is ``close()``d when the subscription is cancelled.
+        executor: where ``next()`` runs and signals are delivered. ``None`` (the default): on
+            the thread that calls ``request``. Give one for an iterator that blocks (files,
+            sockets), so that ``request`` never blocks its caller.
+
     Example:
         >>> list(to_iterator(from_iterable(range(3))))
         [0, 1, 2]
     """
-    return IterablePublisher(iterable)
+    if executor is None:
+        return IterablePublisher(iterable)
+    return IterablePublisher(iterable, policy=OnExecutor(executor))
 
 
 _NOT_ON_LOOP: Final = (

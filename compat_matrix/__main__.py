@@ -156,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     bad_cells = [c for c in cells if c.status == "fail"]
     for r in results:
         c = r.counts()
-        state = r.unavailable or f"{c['pass']} pass, {c['fail'] + c['error']} fail, {c['skip']} skip"
+        failed_n = c["fail"] + c["error"]
+        state = r.unavailable or f"{c['pass']} pass, {failed_n} fail, {c['skip']} skip"
         print(f"{r.column:45} {state}")
     if cells:
         ok = sum(c.status == "pass" for c in cells)

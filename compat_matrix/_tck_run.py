@@ -1,6 +1,7 @@
 """Run the Python TCK over every registered adapter case and collect rule-by-rule results.
 
-A case module is any ``compat_matrix/cases/<name>.py`` with ``CASES = [(column, Verification), ...]``.
+A case module is any ``compat_matrix/cases/<name>.py`` with
+``CASES = [(column, Verification), ...]``.
 A module whose optional library is missing becomes a column marked unavailable, not a crash.
 """
 

@@ -268,7 +268,9 @@ def run_cell(source: Source, sink: Sink, via: str, n: int, delay: float) -> Cell
     if status == "pass" and meter.max_in_flight > bound:
         status = "fail"
         detail = f"{meter.max_in_flight} elements in flight, bound {bound}"
-    return Cell(source.name, sink.name, via, status, len(received), meter.max_in_flight, bound, detail)
+    return Cell(
+        source.name, sink.name, via, status, len(received), meter.max_in_flight, bound, detail
+    )
 
 
 def run_grid(n: int = 300, delay: float = 0.0005) -> list[Cell]:

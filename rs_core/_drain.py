@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
+from itertools import islice
 from typing import Any, Final, Generic, TypeVar, final
 
-from rs_core._demand import add_cap, check_request, produced
+from rs_core._demand import UNBOUNDED, add_cap, check_request, produced
 from rs_core._subscription import report_dropped
 from rs_core.api import Subscriber
 
@@ -59,9 +61,19 @@ class Source(Generic[T]):
     Every method is called by the drain only, serially, never while the drain's lock is held.
     ``poll`` is called only while the subscriber has unmet demand: a pull source pulls one
     element per call, so it is pulled exactly as far as demand reaches.
+
+    A queue-backed source may instead expose its ``collections.deque`` as ``queue``: the drain
+    then pops from it directly and reports ``consumed(n)`` every ``replenish_every`` elements
+    (queue fusion, as in Reactor); ``poll`` still serves the terminal check.
     """
 
     __slots__ = ()
+
+    queue: deque[T] | None = None
+    replenish_every: int = 0
+
+    def consumed(self, n: int) -> None:
+        """A fused source's ``n`` elements were delivered (only called when ``queue`` is set)."""
 
     def bind(self, wake: Callable[[], None]) -> None:
         """Receive the drain's ``wake`` callable; a push source calls it when it has news."""
@@ -69,6 +81,14 @@ class Source(Generic[T]):
     def poll(self) -> T | _Marker:
         """Return the next element, ``EMPTY`` (nothing yet) or ``END``; raise to fail (§1.4)."""
         raise NotImplementedError
+
+    def values(self) -> Iterator[T | _Marker]:
+        """``poll()`` as an iterator that stops at ``END``: what the drain's loop iterates.
+
+        A source backed by a plain iterator may return that iterator itself (the loop then
+        runs at C speed); the drain never pulls it beyond demand (it slices it).
+        """
+        return iter(self.poll, END)
 
     def at_end(self) -> bool:
         """True when ``poll`` would return ``END`` or raise without producing an element.
@@ -259,45 +279,20 @@ class DrainSubscription(Generic[T]):
                 return
 
             limit = demand if not batch or demand < batch else batch
-            emitted = 0
-            poll = source.poll
-            on_next = subscriber.on_next
-            while emitted != limit:
-                try:
-                    value = poll()
-                except Exception as exc:  # §1.4: a failing source becomes on_error
-                    self._terminate(subscriber, source, exc)
-                    return
-                if value is EMPTY:
-                    break
-                if value is END:  # §1.5
-                    self._terminate(subscriber, source, None)
-                    return
-                if value is None:
-                    self._terminate(
-                        subscriber, source, TypeError("§2.13: a source produced None")
-                    )
-                    return
-                try:
-                    on_next(value)  # type: ignore[arg-type]
-                except Exception as exc:  # §2.13: the subscriber counts as cancelled
-                    self._cancelled = True
-                    self._release()
-                    _close(source)
-                    report_dropped(exc, rule="2.13", where="on_next raised; subscription cancelled")
-                    return
-                emitted += 1
-                if self._cancelled:  # cancel() from on_next or another thread (§3.12)
-                    self._release()
-                    _close(source)
-                    return
+            if source.queue is None:
+                emitted = self._emit_polled(subscriber, source, limit)
+            else:
+                emitted = self._emit_queued(subscriber, source, source.queue, limit)
+            if emitted < 0:  # terminated or cancelled inside the loop
+                return
 
-            if emitted == demand or emitted == 0:
-                # No demand left (or nothing available): the source may still be over (§1.2).
+            if emitted != limit or emitted == demand:
+                # Not stopped by the batch cap: demand is met or the source had nothing more.
+                # The source may be over without another element (§1.2, §2.9, §2.10).
                 try:
                     over = source.at_end()
                     if over:
-                        value = source.poll()
+                        source.poll()  # END, or raises the source's error
                 except Exception as exc:
                     self._terminate(subscriber, source, exc)
                     return
@@ -319,6 +314,81 @@ class DrainSubscription(Generic[T]):
                 return
             if missed == 0:
                 return
+
+    def _emit_polled(self, subscriber: Subscriber[T], source: Source[T], limit: int) -> int:
+        """Emit up to ``limit`` elements pulled one ``poll()`` each; -1 once terminated."""
+        emitted = 0
+        on_next = subscriber.on_next
+        # islice stops the source's iterator after ``limit`` pulls, so it is never pulled
+        # beyond demand (§1.1); the loop ends early on EMPTY, or at END / StopIteration.
+        values = source.values()
+        if limit != UNBOUNDED:
+            values = islice(values, limit)
+        try:
+            for value in values:
+                if value is EMPTY:
+                    return emitted
+                if value is None:
+                    self._terminate(subscriber, source, TypeError("§2.13: a source produced None"))
+                    return -1
+                try:
+                    on_next(value)  # type: ignore[arg-type]
+                except Exception as exc:  # §2.13: the subscriber counts as cancelled
+                    self._subscriber_failed(source, exc)
+                    return -1
+                emitted += 1
+                if self._cancelled:  # cancel() from on_next or another thread (§3.12)
+                    self._release()
+                    _close(source)
+                    return -1
+        except Exception as exc:  # §1.4: a failing source becomes on_error
+            self._terminate(subscriber, source, exc)
+            return -1
+        if emitted != limit:  # the loop ended on END (§1.5)
+            self._terminate(subscriber, source, None)
+            return -1
+        return emitted
+
+    def _emit_queued(
+        self, subscriber: Subscriber[T], source: Source[T], queue: deque[T], limit: int
+    ) -> int:
+        """The fused path for a queue-backed source: pop straight from its deque (no ``poll``
+        call per element) and tell it ``consumed(n)`` every ``source.replenish_every``
+        elements, so it can request more upstream; -1 once terminated."""
+        emitted = 0
+        pending = 0
+        every = source.replenish_every
+        popleft = queue.popleft
+        on_next = subscriber.on_next
+        while emitted != limit:
+            try:
+                value = popleft()
+            except IndexError:  # empty: the source wakes the drain when it has more
+                break
+            try:
+                on_next(value)
+            except Exception as exc:  # §2.13
+                self._subscriber_failed(source, exc)
+                return -1
+            emitted += 1
+            if self._cancelled:  # §3.12
+                self._release()
+                _close(source)
+                return -1
+            pending += 1
+            if pending == every:
+                pending = 0
+                source.consumed(every)
+        if pending:
+            source.consumed(pending)
+        return emitted
+
+    def _subscriber_failed(self, source: Source[T], error: Exception) -> None:
+        """§2.13: a subscriber that raised counts as cancelled; report the error, never signal."""
+        self._cancelled = True
+        self._release()
+        _close(source)
+        report_dropped(error, rule="2.13", where="on_next raised; subscription cancelled")
 
     def _terminate(
         self, subscriber: Subscriber[T], source: Source[T], error: Exception | None

@@ -44,11 +44,25 @@ class PrefetchQueue(Source[T], Generic[T]):
     (§1.1). ``close()`` cancels upstream (§3.12) and empties the queue (§3.13).
     """
 
-    __slots__ = ("_done", "_error", "_lock", "_queue", "_replenisher", "_upstream", "_wake")
+    __slots__ = (
+        "_done",
+        "_error",
+        "_lock",
+        "_prefetch",
+        "_queue",
+        "_replenisher",
+        "_upstream",
+        "_wake",
+        "queue",
+        "replenish_every",
+    )
 
     def __init__(self, prefetch: int = 256, limit: int | None = None) -> None:
         self._replenisher = Replenisher(prefetch, limit)
+        self._prefetch = prefetch
         self._queue: deque[T] = deque()
+        self.queue = self._queue  # fused: the drain pops straight from it
+        self.replenish_every = self._replenisher.limit
         self._lock = threading.Lock()
         self._upstream: Subscription | None = None
         self._done = False
@@ -76,18 +90,24 @@ class PrefetchQueue(Source[T], Generic[T]):
         subscription.request(self._replenisher.prefetch)
 
     def on_next(self, element: T) -> None:
-        require_element(element)  # §2.13
+        if element is None:
+            require_element(element)  # §2.13: raises TypeError
         if self._done:
             return  # §2.8: late elements after close
-        if len(self._queue) >= self._replenisher.prefetch:  # §1.1
+        queue = self._queue
+        if len(queue) >= self._prefetch:  # §1.1
             self._fail_upstream(
                 OverflowViolation(
-                    f"§1.1: upstream signalled more on_next than the {self.prefetch} requested"
+                    f"§1.1: upstream signalled more on_next than the {self._prefetch} requested"
                 )
             )
             return
-        self._queue.append(element)
-        self._wake()
+        queue.append(element)
+        if len(queue) == 1:
+            # Wake only on empty -> non-empty: a consumer stops only after seeing the queue
+            # empty, so every later element is either seen by the pass in progress or is the
+            # one that makes the queue non-empty again and wakes it (single producer, §1.3).
+            self._wake()
 
     def on_error(self, error: Exception) -> None:
         require_error(error)  # §2.13
@@ -125,6 +145,13 @@ class PrefetchQueue(Source[T], Generic[T]):
                 raise self._error
             return END
         return EMPTY
+
+    def consumed(self, n: int) -> None:
+        due = self._replenisher.consumed(n)
+        if due:
+            upstream = self._upstream
+            if upstream is not None:
+                upstream.request(due)
 
     def at_end(self) -> bool:
         return self._done and not self._queue

@@ -25,7 +25,11 @@ class _IteratorSource(Source[T]):
 
     def __init__(self, iterator: Iterator[T]) -> None:
         self._iterator: Iterator[T] | None = iterator
-        self.poll = partial(next, iterator, END)  # type: ignore[method-assign]  # C-level hot path
+        self.poll = partial(next, iterator, END)  # type: ignore[method-assign]
+
+    def values(self) -> Iterator[T]:
+        assert self._iterator is not None
+        return self._iterator  # the drain iterates it directly: one next() per unit of demand
 
     def close(self) -> None:
         iterator, self._iterator = self._iterator, None

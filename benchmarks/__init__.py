@@ -1,0 +1,1 @@
+"""``python -m benchmarks``: speed and memory beside baselines measured in the same run."""

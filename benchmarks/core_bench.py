@@ -1,0 +1,182 @@
+"""Benchmarks of rs_core and the iterables adapter, each beside a baseline from the same run."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from adapters.iterables import from_iterable, to_iterator
+from benchmarks._harness import Result, compare
+from rs_core import UNBOUNDED, Publisher, Subscription, publish_on
+
+__all__ = ["run"]
+
+
+class _Counter:
+    """A minimal counting Subscriber that requests ``batch`` at a time."""
+
+    __slots__ = ("batch", "count", "done", "mark", "subscription")
+
+    def __init__(self, batch: int) -> None:
+        self.batch = batch
+        self.count = 0
+        self.mark = batch
+        self.done = threading.Event()
+        self.subscription: Subscription | None = None
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        self.subscription = subscription
+        subscription.request(self.batch)
+
+    def on_next(self, element: Any) -> None:
+        self.count += 1
+        if self.count == self.mark:  # the batch is used up: ask for the next one
+            self.mark += self.batch
+            self.subscription.request(self.batch)  # type: ignore[union-attr]
+
+    def on_error(self, error: Exception) -> None:
+        self.done.set()
+        raise error
+
+    def on_complete(self) -> None:
+        self.done.set()
+
+
+class _UnboundedCounter(_Counter):
+    """Requests ``UNBOUNDED`` once and only counts: the same work as the RxPY baseline."""
+
+    __slots__ = ()
+
+    def on_next(self, element: Any) -> None:
+        self.count += 1
+
+
+def _ours(n: int, batch: int) -> int:
+    counter = _UnboundedCounter(batch) if batch == UNBOUNDED else _Counter(batch)
+    from_iterable(range(n)).subscribe(counter)
+    assert counter.count == n
+    return n
+
+
+def _rxpy(n: int) -> int:
+    import reactivex
+
+    count = 0
+
+    def on_next(_: Any) -> None:
+        nonlocal count
+        count += 1
+
+    reactivex.from_iterable(range(n)).subscribe(on_next=on_next)
+    assert count == n
+    return n
+
+
+def _publish_on_across_threads(n: int) -> int:
+    # The producer (the iterator) runs on one thread, the consumer on another.
+    with ThreadPoolExecutor(1) as producer, ThreadPoolExecutor(1) as consumer:
+        source: Publisher[int] = from_iterable(range(n), executor=producer)
+        counter = _Counter(256)
+        publish_on(source, consumer).subscribe(counter)
+        counter.done.wait()
+    assert counter.count == n
+    return n
+
+
+def _queue_handoff(n: int) -> int:
+    q: queue.Queue[object] = queue.Queue(256)
+    end = object()
+
+    def produce() -> None:
+        for i in range(n):
+            q.put(i)
+        q.put(end)
+
+    thread = threading.Thread(target=produce)
+    thread.start()
+    count = 0
+    while q.get() is not end:
+        count += 1
+    thread.join()
+    assert count == n
+    return n
+
+
+def _to_iterator(n: int) -> int:
+    count = 0
+    for _ in to_iterator(from_iterable(range(n))):
+        count += 1
+    return count
+
+
+def _plain_for(n: int) -> int:
+    count = 0
+    for _ in range(n):
+        count += 1
+    return count
+
+
+def run(n: int = 1_000_000, repeats: int = 5) -> list[Result]:
+    """All core benchmarks; ``n`` elements per run."""
+    results = []
+    try:
+        import reactivex  # noqa: F401
+
+        rx_available = True
+    except ImportError:
+        rx_available = False
+    rx = (lambda: _rxpy(n)) if rx_available else None
+    results.append(
+        compare(
+            "from_iterable -> counting subscriber, request(UNBOUNDED)",
+            lambda: _ours(n, UNBOUNDED),
+            rx,
+            repeats=repeats,
+            target=1.0,
+            baseline_name="reactivex.from_iterable(...).subscribe(on_next=...) (no backpressure)",
+        )
+    )
+    results.append(
+        compare(
+            "from_iterable -> counting subscriber, request(256) batches",
+            lambda: _ours(n, 256),
+            rx,
+            repeats=repeats,
+            target=1.0,
+            baseline_name="reactivex.from_iterable(...).subscribe(on_next=...) (no backpressure)",
+        )
+    )
+    small = max(n // 10, 1)
+    results.append(
+        compare(
+            "from_iterable -> counting subscriber, request(1) stop-and-wait",
+            lambda: _ours(small, 1),
+            (lambda: _rxpy(small)) if rx_available else None,
+            repeats=repeats,
+            baseline_name="reactivex.from_iterable(...).subscribe(on_next=...) (no backpressure)",
+            note="reported only: one request per element",
+        )
+    )
+    results.append(
+        compare(
+            "publish_on across threads (producer thread -> consumer thread)",
+            lambda: _publish_on_across_threads(n // 2),
+            lambda: _queue_handoff(n // 2),
+            repeats=max(repeats - 2, 2),
+            target=5.0,
+            baseline_name="queue.Queue(256) producer/consumer, one item at a time",
+        )
+    )
+    results.append(
+        compare(
+            "to_iterator(from_iterable(range)) in a for loop",
+            lambda: _to_iterator(n),
+            lambda: _plain_for(n),
+            repeats=repeats,
+            baseline_name="plain for over range",
+            note="reported only",
+        )
+    )
+    return results
