@@ -351,7 +351,7 @@ class TestFromAsyncObservable:
             await subject.aclose()
 
         await asyncio.sleep(0)  # let the adapter subscribe to the subject
-        while not subject._observers:  # type: ignore[attr-defined]
+        while not subject._observers:
             await asyncio.sleep(0)
         producer = asyncio.create_task(produce())
         got = []
@@ -525,7 +525,10 @@ async def test_pipeline_aioreactive_source_to_async_iterator() -> None:
             ahead.append(produced - consumed)
             yield i
 
-    source = rx.pipe(rx.from_async_iterable(gen()), rx.map(lambda x: x * 2))
+    def double(x: int) -> int:
+        return x * 2
+
+    source = rx.pipe(rx.from_async_iterable(gen()), rx.map(double))
     got = []
     async for x in to_async_iterator(from_async_observable(source), prefetch=8):
         got.append(x)

@@ -8,7 +8,7 @@ import gc
 import logging
 import runpy
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -176,7 +176,7 @@ class TestFromAsyncIterable:
         finished = threading.Event()
         finally_threads: list[int] = []
 
-        async def gen() -> AsyncIterator[int]:
+        async def gen() -> AsyncGenerator[int, None]:
             try:
                 for i in range(1000):
                     yield i
@@ -191,7 +191,7 @@ class TestFromAsyncIterable:
         sub.cancel()
         assert finished.wait(5)
         assert finally_threads == [loop_thread(loop)]
-        assert agen.ag_frame is None  # closed, not merely abandoned
+        assert agen.ag_frame is None  # type: ignore[attr-defined]  # closed, not abandoned
         assert not sub.is_terminated
         sub.assert_no_violations()
 
@@ -492,7 +492,7 @@ class TestToAsyncIterator:
         """break over from_async_iterable: the async generator's finally runs promptly."""
         finished = asyncio.Event()
 
-        async def gen() -> AsyncIterator[int]:
+        async def gen() -> AsyncGenerator[int, None]:
             try:
                 for i in range(1000):
                     yield i
@@ -504,7 +504,7 @@ class TestToAsyncIterator:
             if x == 3:
                 break
         await asyncio.wait_for(finished.wait(), 5)
-        assert agen.ag_frame is None
+        assert agen.ag_frame is None  # type: ignore[attr-defined]
 
     @pytest.mark.asyncio
     async def test_aclose_and_async_with_cancel(self) -> None:
