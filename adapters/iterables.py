@@ -68,7 +68,16 @@ class BlockingIterator(Generic[T]):
     a ``with`` block, and when garbage-collected (§3.13).
     """
 
-    __slots__ = ("__weakref__", "_cond", "_queue", "_signalled", "_closed")
+    __slots__ = (
+        "__weakref__",
+        "_closed",
+        "_cond",
+        "_every",
+        "_pending",
+        "_popleft",
+        "_queue",
+        "_signalled",
+    )
 
     def __init__(self, publisher: Publisher[T], prefetch: int) -> None:
         self._queue: PrefetchQueue[T] = PrefetchQueue(prefetch)  # validates prefetch
@@ -77,6 +86,9 @@ class BlockingIterator(Generic[T]):
         self._cond = threading.Condition(threading.Lock())
         self._signalled = False
         self._closed = False
+        self._popleft = self._queue.queue.popleft  # fused fast path, as in the drain
+        self._every = self._queue.replenish_every
+        self._pending = 0
         self._queue.bind(self._notify)
         try:
             publisher.subscribe(self._queue)
@@ -92,7 +104,21 @@ class BlockingIterator(Generic[T]):
         return self
 
     def __next__(self) -> T:
+        try:
+            value = self._popleft()
+        except IndexError:
+            return self._next_slow()
+        self._pending += 1
+        if self._pending == self._every:  # replenish: at most prefetch requested ahead
+            self._pending = 0
+            self._queue.consumed(self._every)
+        return value
+
+    def _next_slow(self) -> T:
         queue = self._queue
+        if self._pending:  # report what the fast path consumed before waiting for more
+            pending, self._pending = self._pending, 0
+            queue.consumed(pending)
         while True:
             if self._closed:
                 raise StopIteration
