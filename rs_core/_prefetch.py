@@ -61,7 +61,7 @@ class PrefetchQueue(Source[T], Generic[T]):
         self._replenisher = Replenisher(prefetch, limit)
         self._prefetch = prefetch
         self._queue: deque[T] = deque()
-        self.queue = self._queue  # fused: the drain pops straight from it
+        self.queue: deque[T] = self._queue  # fused: the drain pops straight from it
         self.replenish_every = self._replenisher.limit
         self._lock = threading.Lock()
         self._upstream: Subscription | None = None
