@@ -4,6 +4,7 @@ See ``docs/`` for the Python reading of the rules; ``rs_core.tck`` holds the ver
 base classes.
 """
 
+from rs_core._checked import checked
 from rs_core._demand import UNBOUNDED
 from rs_core.api import Processor, Publisher, Subscriber, Subscription
 from rs_core.errors import IllegalRequestError, OverflowViolation, ProtocolViolation
@@ -20,5 +21,6 @@ __all__ = [
     "Publisher",
     "Subscriber",
     "Subscription",
+    "checked",
     "publish_on",
 ]

@@ -1,0 +1,517 @@
+"""``checked``: a runtime rule checker to wrap around any Publisher, in tests or in production.
+
+It sits between a Publisher and each of its Subscribers and passes every signal on unchanged,
+checking it on the way (§1.1, §1.3, §1.7, §1.9, §2.3, §2.12, §2.13, §3.9, §3.15, §3.16). It adds
+no buffering and no demand of its own: backpressure is the wrapped publisher's. Signals reach the
+subscriber on whichever thread the publisher uses; ``request`` and ``cancel`` go upstream at once,
+on the caller's thread. A violation is raised (and the stream torn down) or logged, as chosen.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar, final
+
+from rs_core._demand import add_cap, check_request, produced
+from rs_core._subscription import report_dropped, require_subscriber
+from rs_core.api import Publisher, Subscriber, Subscription
+from rs_core.errors import OverflowViolation, ProtocolViolation
+
+__all__ = ["CheckedPublisher", "OnViolation", "checked"]
+
+T = TypeVar("T")
+
+OnViolation: TypeAlias = Literal["raise", "log"] | Callable[[ProtocolViolation], object]
+"""What ``checked`` does with a violation: ``"raise"``, ``"log"``, or a callable to call."""
+
+_get_ident: Final = threading.get_ident
+
+
+class _NoneSignal(ProtocolViolation, TypeError):
+    """A signal carried ``None`` (§2.13): a ``ProtocolViolation`` that is also the ``TypeError``
+    §2.13 asks a Subscriber to raise."""
+
+    def __init__(self, signal: str) -> None:
+        super().__init__("2.13", f"§2.13: {signal}(None): None is never a legal argument")
+
+
+def _log(violation: ProtocolViolation) -> None:
+    report_dropped(
+        violation,
+        rule=violation.rule,
+        where="checked(): the offending signal was passed on and the violation",
+    )
+
+
+def checked(publisher: Publisher[T], *, on_violation: OnViolation = "raise") -> Publisher[T]:
+    """Wrap ``publisher`` so that every signal to and from it is checked against the rules.
+
+    Checked, per Subscriber: more ``on_next`` than requested (§1.1; demand saturates at
+    ``UNBOUNDED``, §3.17); signals overlapping on different threads (§1.3; same-thread nesting,
+    as in ``request`` -> ``on_next``, is allowed by §3.2/§3.10); any signal after ``on_error`` /
+    ``on_complete`` (§1.7); ``on_next`` / ``on_error`` / ``on_complete`` before ``on_subscribe``
+    and ``subscribe`` raising (§1.9); a second ``on_subscribe`` (§2.12, named for the rule a
+    Subscriber relies on; the extra subscription is cancelled, §2.5); ``None`` arguments
+    (§2.13); ``on_next`` beyond the demand registered before a non-positive ``request``, or
+    ``on_complete``, where §3.9 requires ``on_error``; ``request`` / ``cancel`` raising (§3.16,
+    §3.15); and, on the Subscriber's side, ``request`` / ``cancel`` called from inside its own
+    ``on_error`` / ``on_complete`` (§2.3). The §3.9 check starts once the upstream's
+    ``request(n <= 0)`` returned: elements already requested may still arrive (as after a
+    cancel, §2.8), and only ``on_error`` may end the stream. A terminal signal already on its
+    way on another thread at that moment cannot be told apart, and is reported; that race
+    needs a Subscriber that made an illegal request, so the stream was failing anyway.
+
+    Not checked: whether ``on_subscribe`` or a terminal signal ever comes, and §1.8 ("eventually
+    stop") - they need a clock; §2.7, because ``cancel`` is thread-safe by §3.5 and every
+    Subscription in rs_core is thread-safe; §1.10 (re-subscribing the same Subscriber), which
+    would need a registry of every Subscriber ever seen.
+
+    Args:
+        publisher: any Publisher.
+        on_violation: ``"raise"`` (default): the violation is raised to whoever made the
+            offending call, the Subscriber receives ``on_error(violation)`` once (serially,
+            after any signal in progress on another thread), the upstream is cancelled, and
+            every later upstream signal is dropped. ``"log"``: the violation is logged at ERROR
+            to the ``rs_core`` logger and the signal is passed on as it came. A callable: called
+            with the violation instead of logging, then the signal is passed on; whatever it
+            raises propagates to the offending caller.
+
+    Returns:
+        A Publisher with the same elements; each Subscriber gets its own checker.
+
+    Raises:
+        TypeError: ``on_violation`` is neither ``"raise"``, ``"log"`` nor callable.
+
+    Example:
+        >>> from adapters.iterables import from_iterable, to_iterator
+        >>> list(to_iterator(checked(from_iterable(range(3)))))
+        [0, 1, 2]
+        >>> from unittest.mock import Mock
+        >>> from rs_core.testing import RecordingSubscriber
+        >>> class Eager:  # emits without waiting for demand (§1.1)
+        ...     def subscribe(self, subscriber):
+        ...         subscriber.on_subscribe(Mock())
+        ...         subscriber.on_next("unrequested")
+        >>> sub = RecordingSubscriber()
+        >>> checked(Eager()).subscribe(sub)
+        Traceback (most recent call last):
+        rs_core.errors.OverflowViolation: §1.1: on_next('unrequested') but nothing was requested
+        >>> sub.error.rule, sub.elements
+        ('1.1', [])
+    """
+    return CheckedPublisher(publisher, on_violation)
+
+
+@final
+class CheckedPublisher(Generic[T]):
+    """The Publisher ``checked`` returns: subscribes a fresh checker per Subscriber.
+
+    Rules: §1.9 (``subscribe(None)`` raises ``TypeError``), and every rule its checker checks.
+    """
+
+    __slots__ = ("_publisher", "_raise", "_report")
+
+    def __init__(self, publisher: Publisher[T], on_violation: OnViolation = "raise") -> None:
+        if publisher is None:
+            raise TypeError("checked() requires a Publisher, got None")
+        self._publisher = publisher
+        self._report: Callable[[ProtocolViolation], object]
+        if on_violation == "raise":
+            self._raise, self._report = True, _log
+        elif on_violation == "log":
+            self._raise, self._report = False, _log
+        elif callable(on_violation):
+            self._raise, self._report = False, on_violation
+        else:
+            raise TypeError(
+                f"on_violation must be 'raise', 'log' or a callable, got {on_violation!r}"
+            )
+
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        require_subscriber(subscriber)  # §1.9
+        checker = _Checker(subscriber, self._raise, self._report)
+        try:
+            self._publisher.subscribe(checker)
+        except Exception as exc:  # §1.9: subscribe must return normally
+            if isinstance(exc, ProtocolViolation):  # ours, on its way out through upstream
+                raise
+            checker._violated(
+                ProtocolViolation(
+                    "1.9",
+                    f"§1.9: {self._publisher!r}.subscribe() raised {exc!r}; a Publisher must "
+                    "return normally and signal failures with on_error",
+                ),
+                exc,
+            )
+            raise  # "log" or a callable: the exception passes through as it came
+
+    def __repr__(self) -> str:
+        return f"checked({self._publisher!r})"
+
+
+@final
+class _Checker(Generic[T]):
+    """One Subscriber's checker: a Subscriber to the upstream, the Subscription downstream.
+
+    All checks are O(1) under one lock per signal; user code (the Subscriber, the upstream
+    Subscription, a violation callable) is always called outside it. The conflict detector
+    records which thread is inside a signal (and how deeply, for same-thread nesting); a
+    signal from another thread meanwhile is the §1.3 violation. In raise mode the
+    ``on_error(violation)`` meant for the Subscriber waits until the signal in progress
+    returns, so the checker's own signals stay serial.
+    """
+
+    __slots__ = (
+        "_bad_request",
+        "_cancelled",
+        "_demand",
+        "_depth",
+        "_down_done",
+        "_down_subscribed",
+        "_failed",
+        "_lock",
+        "_owner",
+        "_pending",
+        "_raise",
+        "_report",
+        "_subscribed",
+        "_subscriber",
+        "_terminal_thread",
+        "_terminated",
+        "_upstream",
+    )
+
+    def __init__(
+        self,
+        subscriber: Subscriber[T],
+        raise_: bool,
+        report: Callable[[ProtocolViolation], object],
+    ) -> None:
+        self._lock = threading.Lock()
+        self._subscriber: Subscriber[T] | None = subscriber
+        self._upstream: Subscription | None = None
+        self._raise = raise_
+        self._report = report
+        self._demand = 0
+        self._subscribed = False  # the upstream called on_subscribe
+        self._terminated = False  # the upstream called on_error / on_complete
+        self._cancelled = False  # the Subscriber called cancel
+        self._bad_request = False  # the Subscriber called request(n <= 0); on_error is due
+        self._failed = False  # raise mode tripped: drop everything from upstream
+        self._pending: ProtocolViolation | None = None  # on_error(violation) not yet delivered
+        self._down_subscribed = False  # the Subscriber has been given on_subscribe
+        self._down_done = False  # the Subscriber has been given (or is owed) a terminal signal
+        self._owner = 0  # thread inside a signal, 0 for none (§1.3 conflict detector)
+        self._depth = 0
+        self._terminal_thread = 0  # thread delivering on_error / on_complete (§2.3)
+
+    # -- Subscriber: signals from the upstream ---------------------------------------------------
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        me = _get_ident()
+        violation: ProtocolViolation | None = None
+        entered = False
+        with self._lock:
+            if self._failed:
+                refuse = True  # raise mode already tripped: refuse it quietly
+            elif self._subscribed and not _is_none(subscription):
+                refuse = True
+                violation = ProtocolViolation(
+                    "2.12", "§2.12: on_subscribe signalled a second time (see §1.9)"
+                )
+            else:
+                refuse = False
+                if _is_none(subscription):  # §2.13
+                    violation = _NoneSignal("on_subscribe")
+                else:
+                    violation = self._order_locked("on_subscribe", me)
+                if violation is None or not self._raise:
+                    if not _is_none(subscription):
+                        self._subscribed = True
+                        self._upstream = subscription
+                        self._down_subscribed = True
+                    entered = self._enter_locked(me)
+        if refuse:
+            _cancel_quietly(subscription)  # §2.5: keep the first subscription
+        if violation is not None:
+            self._violated(violation)
+        if refuse:
+            return
+        # "log" with None: passed on as it came, and the Subscriber raises TypeError (§2.13)
+        given = subscription if _is_none(subscription) else self
+        self._pass(lambda s: s.on_subscribe(given), entered)
+
+    def on_next(self, element: T) -> None:
+        me = _get_ident()
+        violation: ProtocolViolation | None = None
+        with self._lock:
+            if self._failed:
+                return  # raise mode: everything after a violation is dropped
+            if element is None:  # §2.13
+                violation = _NoneSignal("on_next")
+            else:
+                violation = self._order_locked("on_next", me)
+            if violation is None:
+                if self._demand:
+                    self._demand = produced(self._demand, 1)
+                elif self._bad_request:  # §3.9
+                    violation = ProtocolViolation(
+                        "3.9",
+                        f"§3.9: on_next({element!r}) after a non-positive request, beyond "
+                        "the demand registered before it; request(n <= 0) must be answered "
+                        "with on_error",
+                    )
+                else:  # §1.1
+                    violation = OverflowViolation(
+                        f"§1.1: on_next({element!r}) but nothing was requested"
+                    )
+            entered = (violation is None or not self._raise) and self._enter_locked(me)
+        if violation is not None:
+            self._violated(violation)
+        subscriber = self._subscriber
+        if not entered:  # an overlap passed on in "log" mode
+            if subscriber is not None:
+                subscriber.on_next(element)
+            return
+        try:
+            if subscriber is not None:
+                subscriber.on_next(element)
+        finally:
+            self._leave(me)
+
+    def on_error(self, error: Exception) -> None:
+        me = _get_ident()
+        violation: ProtocolViolation | None = None
+        entered = dropped = False
+        with self._lock:
+            if self._failed:
+                dropped = True
+            else:
+                if _is_none(error):  # §2.13
+                    violation = _NoneSignal("on_error")
+                else:
+                    violation = self._order_locked("on_error", me)
+                if violation is None or not self._raise:
+                    self._terminated = True
+                    self._bad_request = False  # §3.9 answered
+                    self._down_done = True
+                    self._terminal_thread = me
+                    entered = self._enter_locked(me)
+        if dropped:
+            if not _is_none(error):
+                report_dropped(error, where="checked(): on_error after a violation was raised")
+            return
+        if violation is not None:
+            self._violated(violation)
+        self._pass(lambda s: s.on_error(error), entered, terminal=True)
+
+    def on_complete(self) -> None:
+        me = _get_ident()
+        entered = False
+        with self._lock:
+            if self._failed:
+                return
+            violation = self._order_locked("on_complete", me)
+            if violation is None and self._bad_request:
+                violation = ProtocolViolation(
+                    "3.9",
+                    "§3.9: on_complete after a non-positive request; request(n <= 0) must be "
+                    "answered with on_error",
+                )
+            if violation is None or not self._raise:
+                self._terminated = True
+                self._down_done = True
+                self._terminal_thread = me
+                entered = self._enter_locked(me)
+        if violation is not None:
+            self._violated(violation)
+        self._pass(_on_complete, entered, terminal=True)
+
+    # -- Subscription: signals from the Subscriber ------------------------------------------------
+
+    def request(self, n: int) -> None:
+        """Count the demand (saturating, §3.17), note a §3.9 request, and pass it upstream."""
+        me = _get_ident()
+        invalid = check_request(n)
+        with self._lock:
+            if self._failed:
+                return
+            violation = self._in_terminal_locked("request", me)
+            if (
+                violation is None
+                and invalid is None
+                and not (self._cancelled or self._down_done or self._bad_request)
+            ):  # §3.6, §1.6; demand after a bad request is not owed (§3.9)
+                self._demand = add_cap(self._demand, n)  # §3.17
+            upstream = self._upstream
+        if violation is not None:
+            self._violated(violation)
+        if upstream is None:
+            return
+        try:
+            upstream.request(n)
+        except Exception as exc:
+            if not isinstance(exc, ProtocolViolation):  # not ours, on its way out
+                self._violated(
+                    ProtocolViolation("3.16", f"§3.16: request({n!r}) raised {exc!r}"), exc
+                )
+            raise
+        if invalid is not None:
+            with self._lock:
+                # §3.9: from now on only on_error may end the stream. Noted after the upstream
+                # had the call, so a synchronous answer is never misjudged.
+                if not (self._cancelled or self._down_done or self._failed):
+                    self._bad_request = True
+
+    def cancel(self) -> None:
+        """Pass the cancel upstream; it stays counted for the §1.1 check of in-flight elements."""
+        me = _get_ident()
+        with self._lock:
+            if self._failed:
+                return
+            violation = self._in_terminal_locked("cancel", me)
+            self._cancelled = True
+            upstream = self._upstream
+        if violation is not None:
+            self._violated(violation)
+        if upstream is None:
+            return
+        try:
+            upstream.cancel()
+        except Exception as exc:
+            if not isinstance(exc, ProtocolViolation):
+                self._violated(ProtocolViolation("3.15", f"§3.15: cancel() raised {exc!r}"), exc)
+            raise
+
+    # -- violations ---------------------------------------------------------------------------
+
+    def _violated(self, violation: ProtocolViolation, cause: Exception | None = None) -> None:
+        """Handle ``violation``: in raise mode tear down and raise it, otherwise report it."""
+        if cause is not None:
+            violation.__cause__ = cause
+        if not self._raise:
+            self._report(violation)
+            return
+        me = _get_ident()
+        with self._lock:
+            if self._failed:  # only the first violation tears the stream down
+                raise violation
+            self._failed = True
+            upstream = None if self._terminated else self._upstream
+            self._upstream = None
+            deliver = need_subscribe = False
+            if not self._down_done:
+                self._down_done = True
+                if self._depth == 0:  # nobody inside a signal: deliver on_error now
+                    self._owner, self._depth = me, 1
+                    need_subscribe = not self._down_subscribed
+                    self._down_subscribed = True
+                    deliver = True
+                else:  # after the signal in progress returns (§1.3)
+                    self._pending = violation
+        if upstream is not None:
+            _cancel_quietly(upstream)
+        if deliver:
+            self._deliver(violation, need_subscribe, me)
+        raise violation
+
+    def _deliver(self, violation: ProtocolViolation, need_subscribe: bool, me: int) -> None:
+        subscriber, self._subscriber = self._subscriber, None  # §3.13: never signalled again
+        try:
+            if subscriber is not None:
+                if need_subscribe:  # §1.9: on_subscribe before on_error
+                    subscriber.on_subscribe(self)
+                subscriber.on_error(violation)
+        except Exception as exc:  # §2.13
+            report_dropped(exc, rule="2.13", where="on_error(violation) raised")
+        finally:
+            self._leave(me)
+
+    # -- the conflict detector and its helpers (lock held where named _locked) -----------------
+
+    def _order_locked(self, signal: str, me: int) -> ProtocolViolation | None:
+        owner = self._owner
+        if owner and owner != me:  # §1.3
+            return ProtocolViolation(
+                "1.3", f"§1.3: {signal} overlapped another signal in progress on another thread"
+            )
+        if signal == "on_subscribe":
+            if self._terminated:
+                return ProtocolViolation("1.7", "§1.7: on_subscribe after a terminal signal")
+            return None
+        if not self._subscribed:
+            return ProtocolViolation("1.9", f"§1.9: {signal} before on_subscribe")
+        if self._terminated:
+            return ProtocolViolation("1.7", f"§1.7: {signal} after a terminal signal")
+        return None
+
+    def _in_terminal_locked(self, call: str, me: int) -> ProtocolViolation | None:
+        if self._terminal_thread == me:  # §2.3
+            return ProtocolViolation(
+                "2.3", f"§2.3: {call}() called from inside on_error/on_complete"
+            )
+        return None
+
+    def _enter_locked(self, me: int) -> bool:
+        owner = self._owner
+        if owner and owner != me:  # an overlap passed on in "log" mode: not tracked
+            return False
+        self._owner = me
+        self._depth += 1
+        return True
+
+    def _leave(self, me: int) -> None:
+        with self._lock:
+            if self._terminal_thread == me:
+                self._terminal_thread = 0
+            self._depth -= 1
+            if self._depth:
+                return
+            self._owner = 0
+            pending = self._pending
+            if pending is None:
+                if self._raise and self._down_done:
+                    self._subscriber = None  # §3.13: raise mode never signals after a terminal
+                return
+            self._pending = None
+            self._owner, self._depth = me, 1
+            need_subscribe = not self._down_subscribed
+            self._down_subscribed = True
+        self._deliver(pending, need_subscribe, me)
+
+    def _pass(
+        self, signal: Callable[[Subscriber[T]], None], entered: bool, terminal: bool = False
+    ) -> None:
+        """Pass ``signal`` to the Subscriber (exceptions propagate), then leave the detector."""
+        subscriber = self._subscriber
+        me = _get_ident() if entered else 0
+        try:
+            if subscriber is not None:
+                signal(subscriber)
+        finally:
+            if entered:
+                self._leave(me)
+            elif terminal:
+                with self._lock:
+                    if self._terminal_thread == _get_ident():
+                        self._terminal_thread = 0
+
+    def __repr__(self) -> str:
+        return f"<checked subscription demand={self._demand} failed={self._failed}>"
+
+
+def _is_none(value: object) -> bool:
+    """``value is None``, for arguments typed non-optional that a broken caller may pass."""
+    return value is None
+
+
+def _cancel_quietly(subscription: Subscription) -> None:
+    try:
+        subscription.cancel()
+    except Exception as exc:  # §3.15: a cancel that raises is reported, never propagated
+        report_dropped(exc, rule="3.15", where="cancel() raised")
+
+
+def _on_complete(subscriber: Subscriber[Any]) -> None:
+    subscriber.on_complete()
