@@ -394,7 +394,10 @@ class DrainSubscription(Generic[T]):
         self, subscriber: Subscriber[T], source: Source[T], error: Exception | None
     ) -> None:
         """Release everything, then deliver one terminal signal (§1.6, §1.7)."""
-        self._cancelled = True  # §1.6: the subscription now counts as cancelled
+        with self._lock:
+            self._cancelled = True  # §1.6: the subscription now counts as cancelled
+            if error is None:  # §3.9: a request(n <= 0) made before this point is answered,
+                error = self._bad_request  # even from the last on_next before the end
         self._release()
         _close(source)
         try:
