@@ -1,0 +1,630 @@
+"""rs_core.checked: each kind of violation is reported in both modes; correct publishers pass."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from adapters.iterables import from_iterable, to_iterator
+from rs_core import (
+    UNBOUNDED,
+    IllegalRequestError,
+    OverflowViolation,
+    ProtocolViolation,
+    Subscriber,
+    Subscription,
+    checked,
+    publish_on,
+)
+from rs_core.testing import RecordingSubscriber
+
+MODES = ["raise", "log"]
+
+
+# -- a deliberately broken publisher, driven by hand -------------------------------------------
+
+
+class Upstream:
+    """A Subscription that records what it is asked, and can be told to raise."""
+
+    def __init__(
+        self, fail_request: Exception | None = None, fail_cancel: Exception | None = None
+    ) -> None:
+        self.requests: list[Any] = []
+        self.cancels = 0
+        self.fail_request = fail_request
+        self.fail_cancel = fail_cancel
+
+    def request(self, n: int) -> None:
+        self.requests.append(n)
+        if self.fail_request is not None:
+            raise self.fail_request
+
+    def cancel(self) -> None:
+        self.cancels += 1
+        if self.fail_cancel is not None:
+            raise self.fail_cancel
+
+
+class HandPublisher:
+    """A publisher that signals only what the test tells it to, through ``self.down``."""
+
+    def __init__(
+        self,
+        upstream: Upstream | None = None,
+        *,
+        send_on_subscribe: bool = True,
+        fail_subscribe: Exception | None = None,
+    ) -> None:
+        self.upstream = upstream if upstream is not None else Upstream()
+        self.send_on_subscribe = send_on_subscribe
+        self.fail_subscribe = fail_subscribe
+        self.down: Any = None
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        self.down = subscriber
+        if self.send_on_subscribe:
+            subscriber.on_subscribe(self.upstream)
+        if self.fail_subscribe is not None:
+            raise self.fail_subscribe
+
+
+def wire(
+    mode: str, request: int = 0, **kwargs: Any
+) -> tuple[HandPublisher, RecordingSubscriber[Any]]:
+    """A HandPublisher behind ``checked(..., on_violation=mode)``, subscribed by a recorder."""
+    publisher = HandPublisher(**kwargs)
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(request)
+    checked(publisher, on_violation=mode).subscribe(subscriber)  # type: ignore[arg-type]
+    return publisher, subscriber
+
+
+def offend(
+    mode: str, rule: str, caplog: pytest.LogCaptureFixture, call: Callable[[], object]
+) -> ProtocolViolation:
+    """Make the offending ``call``; return the violation raised ("raise") or logged ("log")."""
+    if mode == "raise":
+        with pytest.raises(ProtocolViolation) as info:
+            call()
+        violation = info.value
+    else:
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="rs_core"):
+            call()
+        logged = [
+            r.exc_info[1]
+            for r in caplog.records
+            if r.name == "rs_core" and r.levelno == logging.ERROR and r.exc_info
+        ]
+        assert len(logged) == 1, caplog.text
+        assert isinstance(logged[0], ProtocolViolation)
+        violation = logged[0]
+        assert caplog.records[0].getMessage().startswith(f"§{rule}: ")
+    assert violation.rule == rule
+    assert str(violation).startswith(f"§{rule}: ")
+    return violation
+
+
+def assert_torn_down(
+    publisher: HandPublisher, subscriber: RecordingSubscriber[Any], violation: ProtocolViolation
+) -> None:
+    """Raise mode: the Subscriber got on_error(violation) once and the upstream was cancelled;
+    later upstream signals are dropped."""
+    assert subscriber.error is violation
+    assert publisher.upstream.cancels == 1
+    before = list(subscriber.elements)
+    publisher.down.on_next("late")
+    publisher.down.on_complete()
+    assert subscriber.elements == before
+    assert not subscriber.completed
+    subscriber.assert_no_violations()  # the checker's own signals are protocol-correct
+
+
+# -- the violations ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spec101_on_next_beyond_demand_is_reported(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """§1.1: a third on_next after request(2) is reported, naming rule 1.1."""
+    publisher, subscriber = wire(mode, request=2)
+    publisher.down.on_next(1)
+    publisher.down.on_next(2)
+    violation = offend(mode, "1.1", caplog, lambda: publisher.down.on_next(3))
+    assert isinstance(violation, OverflowViolation)
+    if mode == "raise":
+        assert subscriber.elements == [1, 2]
+        assert_torn_down(publisher, subscriber, violation)
+    else:
+        assert subscriber.elements == [1, 2, 3]  # passed on unchanged
+        assert publisher.upstream.cancels == 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spec101_on_next_with_no_request_at_all_is_reported(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """§1.1: an on_next before any request is reported."""
+    publisher, subscriber = wire(mode)
+    offend(mode, "1.1", caplog, lambda: publisher.down.on_next("eager"))
+    assert subscriber.elements == ([] if mode == "raise" else ["eager"])
+
+
+def test_spec317_demand_saturates_at_unbounded() -> None:
+    """§3.17: requests adding up past UNBOUNDED count as unbounded, so many elements are fine."""
+    found: list[ProtocolViolation] = []
+    publisher = HandPublisher()
+    subscriber: RecordingSubscriber[int] = RecordingSubscriber()
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    subscriber.request(UNBOUNDED - 1)
+    subscriber.request(5)
+    subscriber.request(UNBOUNDED)
+    for i in range(10_000):
+        publisher.down.on_next(i)
+    publisher.down.on_complete()
+    assert found == []
+    assert subscriber.completed
+
+
+def test_spec101_demand_just_below_unbounded_is_still_counted() -> None:
+    """§1.1: demand below UNBOUNDED is counted exactly: one element too many is reported."""
+    found: list[ProtocolViolation] = []
+    publisher = HandPublisher()
+    subscriber: RecordingSubscriber[int] = RecordingSubscriber()
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    subscriber.request(1)
+    subscriber.request(2)
+    for i in range(4):
+        publisher.down.on_next(i)
+    assert [v.rule for v in found] == ["1.1"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spec103_overlapping_signals_from_two_threads_are_reported(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """§1.3: on_next from a second thread while the first is still inside on_next is reported;
+    in raise mode on_error(violation) waits until the first signal returns, so it stays serial."""
+    publisher, subscriber = wire(mode, request=2)
+    inside = threading.Event()
+    release = threading.Event()
+
+    def hold_first(element: Any) -> None:
+        if element == 1:
+            inside.set()
+            assert release.wait(5)
+            assert subscriber.error is None  # the pending on_error does not overlap us
+
+    subscriber.on_next_hook = hold_first
+    first = threading.Thread(target=publisher.down.on_next, args=(1,))
+    first.start()
+    assert inside.wait(5)
+    try:
+        violation = offend(mode, "1.3", caplog, lambda: publisher.down.on_next(2))
+    finally:
+        release.set()
+        first.join(5)
+    assert not first.is_alive()
+    if mode == "raise":
+        assert subscriber.elements == [1]
+        assert_torn_down(publisher, subscriber, violation)
+    else:
+        assert sorted(subscriber.elements) == [1, 2]
+        assert any(v.startswith("§1.3") for v in subscriber.violations)  # passed on as it came
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        ("on_complete", "on_next"),
+        ("on_complete", "on_complete"),
+        ("on_error", "on_complete"),
+        ("on_complete", "on_error"),
+    ],
+)
+def test_spec107_signal_after_terminal_is_reported(
+    mode: str, first: str, then: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """§1.7: any signal after on_complete / on_error is reported."""
+    publisher, subscriber = wire(mode, request=5)
+    args: dict[str, tuple[Any, ...]] = {
+        "on_next": (1,),
+        "on_complete": (),
+        "on_error": (RuntimeError("late"),),
+    }
+    getattr(publisher.down, first)(*args[first])
+    assert subscriber.is_terminated
+    terminal = (subscriber.completed, subscriber.error)
+    offend(mode, "1.7", caplog, lambda: getattr(publisher.down, then)(*args[then]))
+    if mode == "raise":
+        assert (subscriber.completed, subscriber.error) == terminal  # nothing more delivered
+        assert publisher.upstream.cancels == 0  # §1.6: already cancelled by the terminal
+        subscriber.assert_no_violations()
+    else:
+        assert any(v.startswith("§1.7") for v in subscriber.violations)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spec212_second_on_subscribe_is_reported_and_cancelled(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """§2.12/§2.5: a second on_subscribe is reported and that extra subscription cancelled."""
+    publisher, subscriber = wire(mode, request=1)
+    extra = Upstream()
+    violation = offend(mode, "2.12", caplog, lambda: publisher.down.on_subscribe(extra))
+    assert extra.cancels == 1
+    assert extra.requests == []
+    assert subscriber.subscribe_count == 1  # never passed on: the Subscriber has its one
+    if mode == "raise":
+        assert_torn_down(publisher, subscriber, violation)
+    else:
+        assert publisher.upstream.cancels == 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("signal", ["on_next", "on_error", "on_complete"])
+def test_spec109_signal_before_on_subscribe_is_reported(
+    mode: str, signal: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """§1.9: on_next / on_error / on_complete before on_subscribe is reported."""
+    publisher, subscriber = wire(mode, send_on_subscribe=False)
+    args: dict[str, tuple[Any, ...]] = {
+        "on_next": (1,),
+        "on_complete": (),
+        "on_error": (RuntimeError("early"),),
+    }
+    violation = offend(mode, "1.9", caplog, lambda: getattr(publisher.down, signal)(*args[signal]))
+    if mode == "raise":
+        # The Subscriber is told properly: on_subscribe first, then on_error (§1.9).
+        assert subscriber.subscribe_count == 1
+        assert subscriber.error is violation
+        subscriber.assert_no_violations()
+        late = Upstream()
+        publisher.down.on_subscribe(late)  # the real on_subscribe, too late: refused
+        assert late.cancels == 1
+        assert subscriber.subscribe_count == 1
+    else:
+        assert any(v.startswith("§1.9") for v in subscriber.violations)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spec109_subscribe_raising_is_reported(mode: str, caplog: pytest.LogCaptureFixture) -> None:
+    """§1.9: a subscribe() that raises is reported; in raise mode the Subscriber still gets
+    on_subscribe then on_error."""
+    boom = RuntimeError("boom")
+    publisher = HandPublisher(send_on_subscribe=False, fail_subscribe=boom)
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber()
+    wrapped = checked(publisher, on_violation=mode)  # type: ignore[arg-type]
+    if mode == "raise":
+        violation = offend(mode, "1.9", caplog, lambda: wrapped.subscribe(subscriber))
+        assert violation.__cause__ is boom
+        assert subscriber.subscribe_count == 1
+        assert subscriber.error is violation
+        subscriber.assert_no_violations()
+    else:
+        with pytest.raises(RuntimeError) as info:  # passed on as it came
+            offend(mode, "1.9", caplog, lambda: wrapped.subscribe(subscriber))
+        assert info.value is boom
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("n", [0, -1, -(2**70), 1.5, True])
+def test_spec309_completion_instead_of_on_error_is_reported(
+    mode: str, n: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """§3.9: after request(n <= 0) (or a non-int), on_complete instead of on_error is reported."""
+    publisher, subscriber = wire(mode, request=1)
+    subscriber.request(n)
+    assert publisher.upstream.requests == [1, n]  # passed upstream unchanged
+    offend(mode, "3.9", caplog, publisher.down.on_complete)
+    if mode == "raise":
+        assert isinstance(subscriber.error, ProtocolViolation)
+        assert not subscriber.completed
+    else:
+        assert subscriber.completed
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spec309_on_next_ignoring_a_bad_request_is_reported(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """§3.9: elements already requested may still come, but on_next for demand added after
+    request(0), which the publisher should have answered with on_error, is reported."""
+    publisher, subscriber = wire(mode, request=1)
+    subscriber.request(0)
+    subscriber.request(1)
+    publisher.down.on_next("in flight")  # within the demand registered before request(0)
+    violation = offend(mode, "3.9", caplog, lambda: publisher.down.on_next("ignored"))
+    if mode == "raise":
+        assert subscriber.elements == ["in flight"]
+        assert_torn_down(publisher, subscriber, violation)
+
+
+def test_spec309_on_error_answer_is_not_a_violation() -> None:
+    """§3.9: request(0) answered by on_error is correct: nothing is reported."""
+    found: list[ProtocolViolation] = []
+    publisher = HandPublisher()
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(1)
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    subscriber.request(0)
+    error = IllegalRequestError("§3.9: request(n) requires n > 0, got 0")
+    publisher.down.on_error(error)
+    assert found == []
+    assert subscriber.error is error
+
+
+def test_spec309_bad_request_after_cancel_is_ignored() -> None:
+    """§3.9 applies only while not cancelled: request(0) after cancel expects nothing."""
+    found: list[ProtocolViolation] = []
+    publisher = HandPublisher()
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(1)
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    subscriber.cancel()
+    subscriber.request(0)
+    publisher.down.on_next("in flight")  # §2.8: requested before the cancel
+    publisher.down.on_complete()
+    assert found == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spec213_none_element_is_reported_as_type_error(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """§2.13: on_next(None) is reported; the caller gets a TypeError either way."""
+    publisher, subscriber = wire(mode, request=1)
+    if mode == "raise":
+        violation = offend(mode, "2.13", caplog, lambda: publisher.down.on_next(None))
+        assert isinstance(violation, TypeError)
+        assert_torn_down(publisher, subscriber, violation)
+    else:
+        with pytest.raises(TypeError):  # passed on; the Subscriber raises (§2.13)
+            offend(mode, "2.13", caplog, lambda: publisher.down.on_next(None))
+
+
+class RequestsOnComplete(RecordingSubscriber[Any]):
+    """Breaks §2.3: requests more from inside on_complete."""
+
+    def on_complete(self) -> None:
+        super().on_complete()
+        assert self.subscription is not None
+        self.subscription.request(1)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spec203_request_from_on_complete_is_reported(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """§2.3: a Subscriber calling request() inside on_complete is reported."""
+    publisher = HandPublisher()
+    subscriber = RequestsOnComplete()
+    checked(publisher, on_violation=mode).subscribe(subscriber)  # type: ignore[arg-type]
+    offend(mode, "2.3", caplog, publisher.down.on_complete)
+    assert subscriber.completed
+    assert publisher.upstream.requests == ([] if mode == "raise" else [1])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spec316_request_raising_is_reported(mode: str, caplog: pytest.LogCaptureFixture) -> None:
+    """§3.16: an upstream request() that raises is reported."""
+    boom = RuntimeError("boom")
+    publisher, subscriber = wire(mode, upstream=Upstream(fail_request=boom))
+    if mode == "raise":
+        violation = offend(mode, "3.16", caplog, lambda: subscriber.request(1))
+        assert violation.__cause__ is boom
+        assert_torn_down(publisher, subscriber, violation)
+    else:
+        with pytest.raises(RuntimeError):
+            offend(mode, "3.16", caplog, lambda: subscriber.request(1))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spec315_cancel_raising_is_reported(mode: str, caplog: pytest.LogCaptureFixture) -> None:
+    """§3.15: an upstream cancel() that raises is reported."""
+    publisher, subscriber = wire(mode, upstream=Upstream(fail_cancel=RuntimeError("boom")))
+    if mode == "raise":
+        violation = offend(mode, "3.15", caplog, subscriber.cancel)
+        assert subscriber.error is violation
+    else:
+        with pytest.raises(RuntimeError):
+            offend(mode, "3.15", caplog, subscriber.cancel)
+
+
+def test_raise_mode_reports_a_later_on_error_instead_of_losing_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Raise mode: an upstream on_error after the violation is dropped but logged, not lost."""
+    publisher, subscriber = wire("raise")
+    with pytest.raises(OverflowViolation):
+        publisher.down.on_next(1)
+    late = RuntimeError("late failure")
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        publisher.down.on_error(late)
+    assert any(r.exc_info and r.exc_info[1] is late for r in caplog.records)
+    assert subscriber.error is not late
+
+
+def test_callable_receives_each_violation_and_signals_pass_on() -> None:
+    """A callable on_violation is called with each violation; the signals pass on unchanged."""
+    found: list[ProtocolViolation] = []
+    publisher = HandPublisher()
+    subscriber: RecordingSubscriber[int] = RecordingSubscriber(1)
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    publisher.down.on_next(1)
+    publisher.down.on_next(2)
+    publisher.down.on_complete()
+    publisher.down.on_complete()
+    assert [v.rule for v in found] == ["1.1", "1.7"]
+    assert subscriber.elements == [1, 2]
+
+
+def test_subscribe_none_raises_type_error() -> None:
+    """§1.9: subscribe(None) on a checked publisher raises TypeError."""
+    with pytest.raises(TypeError, match="§1.9"):
+        checked(from_iterable([1])).subscribe(None)  # type: ignore[arg-type]
+
+
+def test_bad_arguments_to_checked_raise_type_error() -> None:
+    """checked(None) and an unknown on_violation raise TypeError at once."""
+    with pytest.raises(TypeError):
+        checked(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        checked(from_iterable([1]), on_violation="ignore")  # type: ignore[arg-type]
+
+
+# -- correct publishers pass through unchanged --------------------------------------------------
+
+
+@pytest.fixture
+def found() -> Iterator[list[ProtocolViolation]]:
+    """Violations collected by a callable; the test fails if any was found."""
+    violations: list[ProtocolViolation] = []
+    yield violations
+    assert violations == []
+
+
+@pytest.mark.parametrize("mode", ["raise", "collect"])
+def test_from_iterable_with_reentrant_request_passes(
+    mode: str, found: list[ProtocolViolation]
+) -> None:
+    """from_iterable with request(1) from each on_next: every element, completion, no violation,
+    and no recursion added by the checker."""
+    on_violation: Any = "raise" if mode == "raise" else found.append
+    subscriber: RecordingSubscriber[int] = RecordingSubscriber(1, request_on_next=1)
+    checked(from_iterable(range(20_000)), on_violation=on_violation).subscribe(subscriber)
+    assert subscriber.elements == list(range(20_000))
+    assert subscriber.completed
+    assert subscriber.error is None
+    subscriber.assert_no_violations()
+
+
+def test_from_iterable_error_and_cancel_pass(found: list[ProtocolViolation]) -> None:
+    """A failing iterator's error passes after its elements; cancel closes the generator."""
+    boom = ValueError("boom")
+
+    def failing() -> Iterator[int]:
+        yield 1
+        raise boom
+
+    subscriber: RecordingSubscriber[int] = RecordingSubscriber(5)
+    checked(from_iterable(failing()), on_violation=found.append).subscribe(subscriber)
+    assert subscriber.elements == [1]
+    assert subscriber.error is boom
+
+    closed = threading.Event()
+
+    def endless() -> Iterator[int]:
+        try:
+            n = 0
+            while True:
+                yield n
+                n += 1
+        finally:
+            closed.set()
+
+    other: RecordingSubscriber[int] = RecordingSubscriber(3)
+    checked(from_iterable(endless()), on_violation=found.append).subscribe(other)
+    other.cancel()
+    assert closed.is_set()
+    assert other.elements == [0, 1, 2]
+
+
+def test_from_iterable_bad_request_answered_with_on_error(
+    found: list[ProtocolViolation],
+) -> None:
+    """§3.9: from_iterable answers request(0) with on_error(IllegalRequestError)."""
+    subscriber: RecordingSubscriber[int] = RecordingSubscriber(2)
+    checked(from_iterable(range(10)), on_violation=found.append).subscribe(subscriber)
+    subscriber.request(0)
+    assert isinstance(subscriber.error, IllegalRequestError)
+    assert subscriber.elements == [0, 1]
+
+
+def test_reentrant_bad_request_before_the_end_is_answered_with_on_error(
+    found: list[ProtocolViolation],
+) -> None:
+    """§3.9: request(0) from the last on_next is answered by on_error, not swallowed by
+    on_complete when the source ends in the same drain pass."""
+    subscriber: RecordingSubscriber[int] = RecordingSubscriber()
+    subscriber.on_next_hook = lambda element: subscriber.request(0)
+    checked(from_iterable([1]), on_violation=found.append).subscribe(subscriber)
+    subscriber.request(5)
+    assert subscriber.elements == [1]
+    assert isinstance(subscriber.error, IllegalRequestError)
+    assert not subscriber.completed
+
+
+def test_publish_on_with_requests_from_another_thread_passes(
+    found: list[ProtocolViolation],
+) -> None:
+    """publish_on: signals on the executor, requests one at a time from the test thread."""
+    with ThreadPoolExecutor(2) as pool:
+        subscriber: RecordingSubscriber[int] = RecordingSubscriber()
+        source = publish_on(from_iterable(range(500)), pool, prefetch=8)
+        checked(source, on_violation=found.append).subscribe(subscriber)
+        for i in range(500):
+            subscriber.request(1)
+            subscriber.await_count(i + 1)
+        subscriber.await_terminal()
+    assert subscriber.elements == list(range(500))
+    assert subscriber.completed
+    subscriber.assert_no_violations()
+
+
+def test_publish_on_with_reentrant_request_and_to_iterator_passes(
+    found: list[ProtocolViolation],
+) -> None:
+    """publish_on: reentrant request from on_next on the executor, and to_iterator, pass."""
+    with ThreadPoolExecutor(2) as pool:
+        subscriber: RecordingSubscriber[int] = RecordingSubscriber(1, request_on_next=1)
+        source = publish_on(from_iterable(range(3000)), pool, prefetch=16)
+        checked(source, on_violation=found.append).subscribe(subscriber)
+        subscriber.await_terminal()
+        items = list(to_iterator(checked(source, on_violation=found.append), prefetch=4))
+    assert subscriber.elements == list(range(3000))
+    assert items == list(range(3000))
+    subscriber.assert_no_violations()
+
+
+@pytest.mark.stress
+def test_publish_on_with_requests_from_many_threads_at_once_passes(
+    found: list[ProtocolViolation],
+) -> None:
+    """publish_on under checked: four threads released by a barrier request concurrently;
+    exactly the requested elements arrive, in order, with no violation (bounded: 20 rounds)."""
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(20):
+            subscriber: RecordingSubscriber[int] = RecordingSubscriber()
+            source = publish_on(from_iterable(range(400)), pool, prefetch=32)
+            checked(source, on_violation=found.append).subscribe(subscriber)
+            barrier = threading.Barrier(4)
+
+            def requester(sub: RecordingSubscriber[int] = subscriber) -> None:
+                barrier.wait(5)
+                for _ in range(100):
+                    sub.request(1)
+
+            threads = [threading.Thread(target=requester) for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(10)
+            subscriber.await_terminal()
+            assert subscriber.elements == list(range(400))
+            assert subscriber.completed
+            subscriber.assert_no_violations()
+
+
+def test_checked_subscription_is_what_the_subscriber_sees() -> None:
+    """The Subscriber is given the checker (a Subscription), not the upstream's subscription."""
+    publisher = HandPublisher()
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber()
+    checked(publisher).subscribe(subscriber)  # type: ignore[arg-type]
+    assert subscriber.subscription is not publisher.upstream
+    assert isinstance(subscriber.subscription, Subscription)
