@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
@@ -15,7 +16,7 @@ from expression.system import AsyncDisposable
 from adapters.aioreactive import from_async_observable, to_async_observable
 from adapters.async_iterables import from_async_iterable, to_async_iterator
 from adapters.iterables import from_iterable
-from rs_core import Subscriber
+from rs_core import Subscriber, checked
 from rs_core.testing import RecordingSubscriber
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -313,6 +314,48 @@ class TestFromAsyncObservable:
             thread.join()
         assert source.disposed.wait(5)
         sub.assert_no_violations()
+
+    @pytest.mark.stress
+    def test_checked_finds_no_violation_under_racing_requests_and_cancels(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """rs_core.checked sees no rule broken while threads request and cancel at random."""
+        violations: list[Exception] = []
+        rng = random.Random(11)
+        for round_ in range(40):
+            source = AwaitingSource(rng.randrange(0, 60))
+            publisher = checked(
+                from_async_observable(source, loop=loop), on_violation=violations.append
+            )
+            sub: RecordingSubscriber[int] = RecordingSubscriber(request_on_next=rng.randrange(0, 2))
+            publisher.subscribe(sub)
+            subscription = sub.await_subscribed()
+            barrier = threading.Barrier(3)
+            seed = rng.random()
+
+            def poke(
+                which: int,
+                s: Any = subscription,
+                b: threading.Barrier = barrier,
+                seed: float = seed,
+            ) -> None:
+                r = random.Random(seed + which)
+                b.wait()
+                for _ in range(20):
+                    if r.random() < 0.05:
+                        s.cancel()
+                    else:
+                        s.request(r.randrange(1, 4))
+
+            threads = [threading.Thread(target=poke, args=(i,)) for i in range(3)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            settle(loop)
+            assert not violations, (round_, violations)
+            assert sub.elements == list(range(len(sub.elements)))
+            sub.cancel()
 
     def test_aioreactive_from_iterable_runs_ahead_of_demand(
         self, loop: asyncio.AbstractEventLoop

@@ -6,6 +6,7 @@ import asyncio
 import contextvars
 import gc
 import logging
+import random
 import runpy
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
@@ -17,7 +18,7 @@ import pytest
 
 from adapters.async_iterables import from_async_iterable, to_async_iterator
 from adapters.iterables import from_iterable
-from rs_core import OverflowViolation, Subscriber, publish_on
+from rs_core import OverflowViolation, Subscriber, checked, publish_on
 from rs_core.testing import RecordingSubscriber
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "async_pipeline.py"
@@ -391,6 +392,47 @@ class TestFromAsyncIterable:
             assert len(sub.elements) == count  # nothing after cancel took effect
             assert sub.elements == list(range(count))
             sub.assert_no_violations()
+
+    @pytest.mark.stress
+    def test_checked_finds_no_violation_under_racing_requests_and_cancels(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """rs_core.checked sees no rule broken while threads request and cancel at random."""
+        violations: list[Exception] = []
+        rng = random.Random(7)
+        for round_ in range(40):
+            publisher = checked(
+                from_async_iterable(FreshEachTime(rng.randrange(0, 60)), loop=loop),
+                on_violation=violations.append,
+            )
+            sub: RecordingSubscriber[int] = RecordingSubscriber(request_on_next=rng.randrange(0, 2))
+            publisher.subscribe(sub)
+            subscription = sub.await_subscribed()
+            barrier = threading.Barrier(3)
+            seed = rng.random()
+
+            def poke(
+                which: int,
+                s: Any = subscription,
+                b: threading.Barrier = barrier,
+                seed: float = seed,
+            ) -> None:
+                r = random.Random(seed + which)
+                b.wait()
+                for _ in range(20):
+                    if r.random() < 0.05:
+                        s.cancel()
+                    else:
+                        s.request(r.randrange(1, 4))
+
+            threads = [threading.Thread(target=poke, args=(i,)) for i in range(3)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            settle(loop)
+            assert not violations, (round_, violations)
+            assert sub.elements == list(range(len(sub.elements)))
 
     @pytest.mark.asyncio
     async def test_same_loop_subscriber_in_debug_mode(self) -> None:
