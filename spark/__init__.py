@@ -1,0 +1,35 @@
+"""Spark DataFrames (batch and streaming) as Publishers, and Publishers into Spark.
+
+``from_dataframe`` streams a DataFrame with demand; ``to_dataframe``, ``write_parquet`` and
+``write_table`` take a Publisher into Spark batch by batch. ``python -m spark`` runs the
+main pipeline. Needs the ``spark`` extra (pyspark, pyarrow) and Java 17.
+"""
+
+try:
+    import pyarrow  # noqa: F401
+    import pyspark  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        f"the spark package needs pyspark and pyarrow ({exc}); "
+        "install them with: pip install 'reactive-streams-py[spark]'"
+    ) from exc
+
+from spark.dataframe import (
+    BatchSubscriber,
+    DataFramePublisher,
+    WriteStats,
+    from_dataframe,
+    to_dataframe,
+    write_parquet,
+    write_table,
+)
+
+__all__ = [
+    "BatchSubscriber",
+    "DataFramePublisher",
+    "WriteStats",
+    "from_dataframe",
+    "to_dataframe",
+    "write_parquet",
+    "write_table",
+]

@@ -1,0 +1,635 @@
+"""Spark DataFrames and Reactive Streams, both directions.
+
+- ``from_dataframe``: a cold Publisher over a DataFrame's rows (``pyspark.sql.Row``) or Arrow
+  record batches. Nothing runs in Spark before the first ``request``; then partitions are
+  fetched one Spark job at a time, only as far as demand reaches (plus one partition ahead
+  with ``prefetch_partitions``), on a thread the subscription owns: blocking reads never run
+  on the caller of ``request`` nor on an event loop. Signals arrive on that thread.
+- Cancel interrupts the subscription's Spark jobs (by job tag, from a helper thread, so
+  ``cancel()`` itself never blocks), closes the socket or gRPC stream, and ends the thread.
+  A failing job becomes ``on_error`` with Spark's exception.
+- ``to_dataframe``: drains a finite Publisher into a DataFrame through Arrow, ``batch_size``
+  elements requested at a time. ``write_parquet`` / ``write_table``: append an unbounded
+  Publisher to storage one batch at a time, requesting the next batch only after the
+  previous one is written, so Python never holds more than one batch. Both block the
+  calling thread (never call them on a running event loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar, final, overload
+
+import pyarrow as pa
+
+from rs_core._drain import EMPTY, END, DrainSubscription, OnExecutor, Source, _Marker
+from rs_core._subscription import (
+    CANCELLED,
+    report_dropped,
+    require_element,
+    require_error,
+    require_subscriber,
+    require_subscription,
+)
+from rs_core.api import Publisher, Subscriber, Subscription
+from rs_core.errors import OverflowViolation
+from spark._partitions import Mode, Reader, make_reader
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql.types import StructType
+
+__all__ = [
+    "BatchSubscriber",
+    "DataFramePublisher",
+    "WriteStats",
+    "from_dataframe",
+    "to_dataframe",
+    "write_parquet",
+    "write_table",
+]
+
+T = TypeVar("T")
+
+_MODES: Final = ("rows", "arrow")
+
+
+# -- DataFrame -> Publisher ------------------------------------------------------------------
+
+
+@final
+class _DataFrameSource(Source[Any]):
+    """One partition reader behind the drain; every method runs on the subscription's thread.
+
+    ``poll`` opens the reader on first use (the first Spark job starts only then), then pulls
+    one row or batch per call, blocking on the socket while Spark computes a partition.
+    After ``interrupt`` a failing read is the echo of the cancel, not news: ``poll`` answers
+    ``EMPTY`` and the drain, seeing the cancel, closes the source without signalling.
+    """
+
+    __slots__ = ("_executor", "_iterator", "_reader")
+
+    def __init__(self, reader: Reader, executor: ThreadPoolExecutor) -> None:
+        self._reader = reader
+        self._executor = executor
+        self._iterator: Iterator[Any] | None = None
+
+    def poll(self) -> Any | _Marker:
+        iterator = self._iterator
+        reader = self._reader
+        try:
+            if iterator is None:
+                if reader.interrupted:
+                    return EMPTY
+                iterator = self._iterator = reader.open()
+            return next(iterator, END)
+        except Exception:
+            if reader.interrupted:  # the cancel broke the read: stay silent (§1.8)
+                return EMPTY
+            raise  # §1.4: Spark's error becomes on_error
+
+    def close(self) -> None:
+        try:
+            self._reader.close()
+        finally:
+            self._iterator = None
+            self._executor.shutdown(wait=False)  # the owned thread ends after this task
+
+
+@final
+class _DataFrameSubscription:
+    """What the Subscriber holds: the drain's ``request``; ``cancel`` also interrupts Spark.
+
+    ``cancel`` stops the running partition job at once, from the module's canceller thread,
+    instead of waiting for the subscription's thread to finish reading it (§3.5, §3.12).
+    """
+
+    __slots__ = ("_drain", "_reader", "request")
+
+    def __init__(self, drain: DrainSubscription[Any], reader: Reader) -> None:
+        self._drain = drain
+        self._reader = reader
+        self.request = drain.request
+
+    def cancel(self) -> None:
+        self._reader.interrupt()  # §3.5: non-blocking; idempotent
+        self._drain.cancel()  # §3.7
+
+
+@final
+class _Hook:
+    """Forwards to the real Subscriber, handing it a :class:`_DataFrameSubscription`.
+
+    ``on_next`` and the terminal signals are the subscriber's own bound methods, so the
+    drain calls them directly: no per-element indirection.
+    """
+
+    __slots__ = ("_reader", "_target", "on_complete", "on_error", "on_next")
+
+    def __init__(self, target: Subscriber[Any], reader: Reader) -> None:
+        self._target = target
+        self._reader = reader
+        self.on_next = target.on_next
+        self.on_error = target.on_error
+        self.on_complete = target.on_complete
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        assert isinstance(subscription, DrainSubscription)
+        self._target.on_subscribe(_DataFrameSubscription(subscription, self._reader))
+
+
+@final
+class DataFramePublisher(Generic[T]):
+    """A cold Publisher over a DataFrame: each Subscriber runs its own Spark jobs.
+
+    Rules: §1.1 and §3.17 (the drain emits only what was requested), §1.3 (all signals from
+    one thread the subscription owns), §1.4 (a failing job or a stopped session becomes
+    ``on_error``), §1.9 (``on_subscribe`` first, on the subscribing thread), §3.5 (``cancel``
+    never blocks: the interrupt goes to a helper thread), §3.13 (sockets, iterators and the
+    thread released on cancel and termination).
+
+    Backpressure: rows mode pulls one ``Row`` per unit of demand; arrow mode one
+    ``pyarrow.RecordBatch``. Spark computes a partition only when the reader reaches it, so
+    at most one partition (two with ``prefetch_partitions``) is held on the driver JVM, and
+    one pickled chunk of rows or one Arrow batch in Python.
+    """
+
+    __slots__ = ("_df", "_job_tag", "_max_rows", "_mode", "_prefetch")
+
+    def __init__(
+        self,
+        df: DataFrame,
+        mode: Mode,
+        prefetch_partitions: bool,
+        max_rows_per_batch: int | None,
+        job_tag: str | None,
+    ) -> None:
+        self._df = df
+        self._mode = mode
+        self._prefetch = prefetch_partitions
+        self._max_rows = max_rows_per_batch
+        self._job_tag = job_tag
+
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        require_subscriber(subscriber)  # §1.9
+        reader = make_reader(
+            self._df,
+            self._mode,
+            prefetch_partitions=self._prefetch,
+            max_rows_per_batch=self._max_rows,
+            job_tag=self._job_tag,
+        )
+        executor = ThreadPoolExecutor(1, thread_name_prefix=f"rs-spark-{reader.tags[0]}")
+        source = _DataFrameSource(reader, executor)
+        DrainSubscription(_Hook(subscriber, reader), source, OnExecutor(executor)).start()
+
+    def __repr__(self) -> str:
+        return f"from_dataframe(<{type(self._df).__name__}>, mode={self._mode!r})"
+
+
+@overload
+def from_dataframe(
+    df: DataFrame,
+    *,
+    mode: Literal["rows"] = "rows",
+    prefetch_partitions: bool = False,
+    max_rows_per_batch: None = None,
+    job_tag: str | None = None,
+) -> Publisher[Row]: ...
+
+
+@overload
+def from_dataframe(
+    df: DataFrame,
+    *,
+    mode: Literal["arrow"],
+    prefetch_partitions: bool = False,
+    max_rows_per_batch: int | None = None,
+    job_tag: str | None = None,
+) -> Publisher[pa.RecordBatch]: ...
+
+
+def from_dataframe(
+    df: DataFrame,
+    *,
+    mode: Mode = "rows",
+    prefetch_partitions: bool = False,
+    max_rows_per_batch: int | None = None,
+    job_tag: str | None = None,
+) -> Publisher[Any]:
+    """A cold Publisher over ``df``, pulled partition by partition as demand reaches it.
+
+    Args:
+        df: a classic or Spark Connect DataFrame.
+        mode: ``"rows"`` emits ``pyspark.sql.Row`` (what ``toLocalIterator`` yields), one per
+            unit of demand; ``"arrow"`` emits ``pyarrow.RecordBatch``, one per unit of demand.
+        prefetch_partitions: compute the next partition while the current one is read (one
+            more partition held on the driver). Classic sessions only; Spark Connect ignores it.
+        max_rows_per_batch: arrow mode: at most this many rows per batch (default: the
+            session's ``spark.sql.execution.arrow.maxRecordsPerBatch``).
+        job_tag: an extra Spark job tag on every job a subscription runs (each subscription
+            also tags its jobs with a unique ``rs-spark-…`` tag, which cancel uses).
+
+    Returns:
+        A Publisher; each Subscriber gets its own Spark jobs and its own thread.
+
+    Raises:
+        ValueError: for an unknown ``mode`` or a non-positive ``max_rows_per_batch``.
+
+    Example:
+        >>> from adapters.iterables import to_iterator
+        >>> rows = list(to_iterator(from_dataframe(spark.range(3))))  # doctest: +SKIP
+    """
+    if mode not in _MODES:
+        raise ValueError(f"mode must be 'rows' or 'arrow', got {mode!r}")
+    if max_rows_per_batch is not None:
+        if mode != "arrow":
+            raise ValueError("max_rows_per_batch applies to mode='arrow' only")
+        if type(max_rows_per_batch) is not int or max_rows_per_batch <= 0:
+            raise ValueError(
+                f"max_rows_per_batch must be a positive int, got {max_rows_per_batch!r}"
+            )
+    if df is None:
+        raise TypeError("from_dataframe() requires a DataFrame, got None")
+    return DataFramePublisher(df, mode, bool(prefetch_partitions), max_rows_per_batch, job_tag)
+
+
+# -- Publisher -> Spark ----------------------------------------------------------------------
+
+
+_NOT_ON_LOOP: Final = (
+    "{name}() blocks the calling thread until the publisher is drained, and this thread runs "
+    "an asyncio event loop; call it through asyncio.to_thread() or from another thread"
+)
+
+
+def _refuse_on_loop(name: str) -> None:
+    if asyncio._get_running_loop() is not None:
+        raise RuntimeError(_NOT_ON_LOOP.format(name=name))
+
+
+@final
+class BatchSubscriber(Generic[T]):
+    """Gathers elements into batches of ``batch_size`` for one consumer thread.
+
+    Requests ``batch_size`` at ``on_subscribe`` and then nothing until the consumer, through
+    :meth:`batches`, comes back for the next batch: so it holds at most one batch, and a slow
+    consumer (a Spark write) slows the publisher. Signals may arrive on any thread.
+
+    Rules: §2.1 (demand is signalled), §2.5 (a second ``on_subscribe`` is cancelled), §2.13
+    (``None`` arguments raise ``TypeError``), §1.1 (more than requested cancels upstream and
+    fails with ``OverflowViolation``), §2.6/§3.13 (closing the iterator early cancels).
+    """
+
+    __slots__ = ("_batch_size", "_buffer", "_cond", "_done", "_error", "_upstream")
+
+    def __init__(self, batch_size: int = 10_000) -> None:
+        if type(batch_size) is not int or batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        self._batch_size = batch_size
+        self._cond = threading.Condition(threading.Lock())
+        self._buffer: list[T] = []
+        self._upstream: Subscription | None = None
+        self._done = False
+        self._error: Exception | None = None
+
+    # -- Subscriber ----------------------------------------------------------------------------
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        require_subscription(subscription)  # §2.13
+        with self._cond:
+            duplicate = self._upstream is not None
+            if not duplicate:
+                self._upstream = subscription
+        if duplicate:  # §2.5 (or the consumer already closed)
+            subscription.cancel()
+            return
+        subscription.request(self._batch_size)  # §2.1: the first batch
+
+    def on_next(self, element: T) -> None:
+        require_element(element)  # §2.13
+        with self._cond:
+            if self._done:
+                return  # §2.8: after cancel
+            if len(self._buffer) >= self._batch_size:  # §1.1
+                overflow = True
+            else:
+                overflow = False
+                self._buffer.append(element)
+                if len(self._buffer) == self._batch_size:
+                    self._cond.notify_all()
+        if overflow:
+            self._fail(
+                OverflowViolation(f"§1.1: more than the {self._batch_size} requested elements")
+            )
+
+    def on_error(self, error: Exception) -> None:
+        require_error(error)  # §2.13
+        with self._cond:
+            if self._done:
+                late = True
+            else:
+                late = False
+                self._error = error
+                self._done = True
+                self._upstream = CANCELLED  # §2.4
+                self._cond.notify_all()
+        if late:
+            report_dropped(error, rule="1.7", where="on_error after cancel or a terminal signal")
+
+    def on_complete(self) -> None:
+        with self._cond:
+            if self._done:
+                return
+            self._done = True
+            self._upstream = CANCELLED  # §2.4
+            self._cond.notify_all()
+
+    # -- consumer ------------------------------------------------------------------------------
+
+    def batches(self, timeout: float | None = None) -> Generator[list[T], None, None]:
+        """Yield each batch; the next one is requested when the consumer asks for it.
+
+        The last batch may be shorter. Raises the publisher's error after the batches that
+        came before it; closing the iterator early cancels the subscription.
+
+        Args:
+            timeout: give up (``TimeoutError``, subscription cancelled) when no batch
+                completes within this many seconds; ``None`` waits as long as it takes.
+        """
+        finished = False
+        try:
+            while True:
+                batch = self._take(timeout)
+                if batch is None:
+                    finished = True
+                    return
+                yield batch
+                with self._cond:  # the consumer is done with the batch: ask for the next one
+                    upstream = None if self._done else self._upstream
+                if upstream is not None:
+                    upstream.request(self._batch_size)
+        finally:
+            if not finished:
+                self.cancel()
+
+    def cancel(self) -> None:
+        """Cancel upstream and drop what is buffered (§3.13); idempotent."""
+        with self._cond:
+            upstream, self._upstream = self._upstream, CANCELLED
+            was_done, self._done = self._done, True
+            self._buffer = []
+            self._cond.notify_all()
+        if upstream is not None and upstream is not CANCELLED and not was_done:
+            upstream.cancel()
+
+    def _take(self, timeout: float | None) -> list[T] | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while len(self._buffer) < self._batch_size and not self._done:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"no batch of {self._batch_size} within {timeout} s")
+                self._cond.wait(left)
+            batch, self._buffer = self._buffer, []
+            error = self._error
+        if batch:
+            return batch  # the error, if any, comes after the batch that preceded it
+        if error is not None:
+            self._error = None
+            raise error
+        return None
+
+    def _fail(self, error: Exception) -> None:
+        with self._cond:
+            upstream, self._upstream = self._upstream, CANCELLED
+            if self._done:
+                return
+            self._error = error
+            self._done = True
+            self._cond.notify_all()
+        if upstream is not None and upstream is not CANCELLED:
+            upstream.cancel()
+
+
+@final
+class _ArrowBatcher:
+    """Turns a list of elements into Arrow record batches of one fixed schema.
+
+    Elements may be ``pyarrow.RecordBatch`` / ``pyarrow.Table`` (passed through), ``Row``,
+    mappings (column -> value), tuples or lists (columns named by the schema, else ``_1``,
+    ``_2``, … as Spark names tuple fields) or scalars (one column named ``value``). Without a
+    schema, the first batch's inferred Arrow schema is kept for every later batch.
+    """
+
+    __slots__ = ("schema", "spark_schema")
+
+    def __init__(self, schema: StructType | str | None) -> None:
+        self.spark_schema: StructType | None = None
+        self.schema: pa.Schema | None = None
+        if schema is not None:
+            from pyspark.sql.pandas.types import to_arrow_schema
+            from pyspark.sql.types import StructType, _parse_datatype_string
+
+            spark_schema = _parse_datatype_string(schema) if isinstance(schema, str) else schema
+            if not isinstance(spark_schema, StructType):
+                raise TypeError(f"schema must describe a struct, got {spark_schema!r}")
+            self.spark_schema = spark_schema
+            self.schema = to_arrow_schema(spark_schema, timezone="UTC")
+
+    def convert(self, elements: Sequence[Any]) -> list[pa.RecordBatch]:
+        first = elements[0]
+        if isinstance(first, pa.RecordBatch | pa.Table):
+            out: list[pa.RecordBatch] = []
+            for element in elements:
+                batches = element.to_batches() if isinstance(element, pa.Table) else [element]
+                out.extend(self._fit(b) for b in batches)
+            return out
+        return [self._fit(pa.RecordBatch.from_pylist([self._record(e) for e in elements]))]
+
+    def _record(self, element: Any) -> Mapping[str, Any]:
+        as_dict = getattr(element, "asDict", None)  # pyspark Row
+        if as_dict is not None:
+            return as_dict(recursive=True)  # type: ignore[no-any-return]
+        if isinstance(element, Mapping):
+            return element
+        if isinstance(element, tuple | list):
+            names = self.schema.names if self.schema is not None else None
+            if names is None:
+                names = [f"_{i + 1}" for i in range(len(element))]
+            return dict(zip(names, element, strict=True))
+        return {"value": element}
+
+    def _fit(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        if self.schema is None:
+            self.schema = batch.schema
+            return batch
+        if batch.schema.equals(self.schema):
+            return batch
+        return batch.select(self.schema.names).cast(self.schema)
+
+
+def _drain_batches(
+    publisher: Publisher[Any],
+    batch_size: int,
+    schema: StructType | str | None,
+    on_batch: Callable[[list[pa.RecordBatch], _ArrowBatcher], None],
+) -> tuple[int, int]:
+    """Subscribe a :class:`BatchSubscriber`; hand each converted batch to ``on_batch``."""
+    if publisher is None:
+        raise TypeError("a Publisher is required, got None")
+    subscriber: BatchSubscriber[Any] = BatchSubscriber(batch_size)
+    batcher = _ArrowBatcher(schema)
+    publisher.subscribe(subscriber)
+    rows = batches = 0
+    iterator = subscriber.batches()
+    try:
+        for elements in iterator:
+            converted = batcher.convert(elements)
+            on_batch(converted, batcher)  # the next batch is requested only after this returns
+            rows += sum(b.num_rows for b in converted)
+            batches += 1
+    finally:
+        iterator.close()  # cancels upstream if a conversion or a write failed
+    return rows, batches
+
+
+def _create(spark: SparkSession, table: pa.Table, batcher: _ArrowBatcher) -> DataFrame:
+    if batcher.spark_schema is not None:
+        return spark.createDataFrame(table, schema=batcher.spark_schema)
+    return spark.createDataFrame(table)
+
+
+def to_dataframe(
+    publisher: Publisher[Any],
+    spark_session: SparkSession,
+    *,
+    schema: StructType | str | None = None,
+    batch_size: int = 10_000,
+) -> DataFrame:
+    """Drain a finite Publisher into a DataFrame, ``batch_size`` elements at a time via Arrow.
+
+    Each batch of elements becomes an Arrow record batch as soon as it is complete (Python
+    holds at most one batch of elements at a time; the Arrow batches accumulate, compactly,
+    until the DataFrame is created). Blocks the calling thread.
+
+    Args:
+        publisher: a finite Publisher of rows (see :class:`_ArrowBatcher` for the shapes
+            accepted) or of Arrow record batches.
+        spark_session: a classic or Spark Connect session.
+        schema: a ``StructType`` or DDL string; inferred from the first batch when omitted.
+        batch_size: the demand requested at a time, and the rows per Arrow batch.
+
+    Returns:
+        A DataFrame over the collected batches.
+
+    Raises:
+        RuntimeError: when called on a thread running an asyncio event loop.
+        Exception: the publisher's ``on_error``, or a conversion error (then cancelled).
+    """
+    _refuse_on_loop("to_dataframe")
+    collected: list[pa.RecordBatch] = []
+    state: dict[str, _ArrowBatcher] = {}
+
+    def keep(batches: list[pa.RecordBatch], batcher: _ArrowBatcher) -> None:
+        collected.extend(batches)
+        state["batcher"] = batcher
+
+    _drain_batches(publisher, batch_size, schema, keep)
+    batcher = state.get("batcher") or _ArrowBatcher(schema)
+    if not collected:
+        if batcher.spark_schema is None:
+            raise ValueError("the publisher was empty: pass schema= to create an empty DataFrame")
+        return spark_session.createDataFrame([], batcher.spark_schema)
+    return _create(spark_session, pa.Table.from_batches(collected), batcher)
+
+
+@dataclass(frozen=True)
+class WriteStats:
+    """What a ``write_*`` sink wrote: rows, batches (one Spark write job each), and time."""
+
+    rows: int
+    batches: int
+    seconds: float
+    target: str
+
+
+def _write(
+    publisher: Publisher[Any],
+    spark: SparkSession,
+    target: str,
+    save: Callable[[DataFrame], None],
+    batch_size: int,
+    schema: StructType | str | None,
+) -> WriteStats:
+    start = time.perf_counter()
+
+    def write(batches: list[pa.RecordBatch], batcher: _ArrowBatcher) -> None:
+        frame = _create(spark, pa.Table.from_batches(batches), batcher)
+        save(frame.coalesce(1))  # one file per batch
+
+    rows, batches = _drain_batches(publisher, batch_size, schema, write)
+    return WriteStats(rows, batches, time.perf_counter() - start, target)
+
+
+def write_parquet(
+    publisher: Publisher[Any],
+    spark_session: SparkSession,
+    path: str,
+    *,
+    batch_size: int = 10_000,
+    schema: StructType | str | None = None,
+) -> WriteStats:
+    """Append a (possibly unbounded) Publisher to Parquet at ``path``, one batch at a time.
+
+    Requests ``batch_size`` elements, writes them as one Spark append job, and only then
+    requests the next batch: Python holds at most one batch, and the publisher runs at the
+    pace of the writes. Blocks until the publisher completes.
+
+    Returns:
+        :class:`WriteStats` (rows, batches written, seconds).
+
+    Raises:
+        RuntimeError: when called on a thread running an asyncio event loop.
+        Exception: the publisher's error (batches before it stay written), or the write's
+            error (the subscription is cancelled first).
+    """
+    _refuse_on_loop("write_parquet")
+    return _write(
+        publisher,
+        spark_session,
+        path,
+        lambda frame: frame.write.mode("append").parquet(path),
+        batch_size,
+        schema,
+    )
+
+
+def write_table(
+    publisher: Publisher[Any],
+    spark_session: SparkSession,
+    table: str,
+    *,
+    batch_size: int = 10_000,
+    schema: StructType | str | None = None,
+) -> WriteStats:
+    """Append a (possibly unbounded) Publisher to the table ``table``, one batch at a time.
+
+    Same demand discipline as :func:`write_parquet`; the table is created on the first batch
+    if it does not exist (``saveAsTable`` in append mode).
+    """
+    _refuse_on_loop("write_table")
+    return _write(
+        publisher,
+        spark_session,
+        table,
+        lambda frame: frame.write.mode("append").saveAsTable(table),
+        batch_size,
+        schema,
+    )
+

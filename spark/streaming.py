@@ -1,0 +1,359 @@
+"""A Structured Streaming query as a Publisher: micro-batches handed over with demand.
+
+- ``from_stream`` starts one streaming query per Subscriber, at the first ``request``, with a
+  ``foreachBatch`` sink. The sink streams its micro-batch partition by partition (the same
+  leak-free reader as ``from_dataframe``) into a hand-off of ``buffer_size`` elements and
+  *blocks* while the hand-off is full, and again at the end of the micro-batch until every
+  element was delivered: a slow subscriber holds the micro-batch open, so the next trigger
+  waits instead of memory filling up (overflow strategy: block; bound: ``buffer_size``).
+- Signals arrive on a thread the subscription owns (never on Spark's callback thread).
+- Cancel wakes the blocked sink, which abandons its micro-batch (failing it when the caller
+  gave a checkpoint, so its offsets are not committed), and stops the query from a helper
+  thread; ``cancel()`` itself never blocks.
+  A failing query becomes ``on_error`` with Spark's ``StreamingQueryException``.
+- Classic sessions only: Spark Connect runs ``foreachBatch`` in a server-side Python worker,
+  where a driver-side subscriber cannot be reached; such a subscription gets ``on_error``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final
+
+from rs_core._drain import EMPTY, END, DrainSubscription, OnExecutor, Source, _Marker
+from rs_core._subscription import reject, require_subscriber
+from rs_core.api import Publisher, Subscriber, Subscription
+from spark._partitions import Mode, cancel_later, is_connect, make_reader, new_tag, spark_error
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["StreamPublisher", "from_stream"]
+
+T = TypeVar("T")
+
+_MODES: Final = ("rows", "arrow")
+
+
+class _Stopped(Exception):
+    """Raised inside ``foreachBatch`` when the subscription was cancelled: fails the batch."""
+
+
+@final
+class _StreamSource(Source[Any]):
+    """The hand-off between the query's ``foreachBatch`` (producer) and the drain (consumer).
+
+    The producer runs on Spark's callback thread and blocks on ``_cond`` while ``buffer_size``
+    elements wait; ``poll`` runs on the subscription's thread and never blocks (``EMPTY``
+    when nothing is ready; the producer's ``wake`` reschedules the drain).
+    """
+
+    __slots__ = (
+        "_buffer_size",
+        "_checkpoint",
+        "_cond",
+        "_df",
+        "_error",
+        "_executor",
+        "_options",
+        "_query",
+        "_queue",
+        "_stopped",
+        "_tag",
+        "_terminated",
+        "_wake",
+        "batches",
+    )
+
+    def __init__(
+        self,
+        df: Any,
+        options: _Options,
+        executor: ThreadPoolExecutor,
+    ) -> None:
+        self._df = df
+        self._options = options
+        self._executor = executor
+        self._buffer_size = options.buffer_size
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: deque[Any] = deque()
+        self._query: Any = None
+        self._stopped = False
+        self._terminated = False
+        self._error: Exception | None = None
+        self._wake: Callable[[], None] = _nothing
+        self._checkpoint: str | None = None
+        self._tag = new_tag()
+        self.batches = 0
+
+    def bind(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+
+    # -- consumer (the subscription's thread) ----------------------------------------------
+
+    def poll(self) -> Any | _Marker:
+        if self._query is None and not self._stopped:
+            self._start()
+        with self._cond:
+            if self._queue:
+                element = self._queue.popleft()
+                self._cond.notify_all()  # room for the producer, or its batch is consumed
+                return element
+            terminated, error = self._terminated, self._error
+        if error is not None:
+            raise error
+        return END if terminated else EMPTY
+
+    def at_end(self) -> bool:
+        with self._cond:
+            return self._terminated and not self._queue
+
+    def close(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._queue.clear()  # §3.13
+            self._cond.notify_all()
+            query = self._query
+        try:
+            if query is not None:
+                try:
+                    query.stop()
+                except Exception:
+                    pass
+        finally:
+            if self._checkpoint is not None and self._options.checkpoint_location is None:
+                shutil.rmtree(self._checkpoint, ignore_errors=True)
+            self._df = None
+            self._wake = _nothing
+            self._executor.shutdown(wait=False)
+
+    def interrupt(self) -> None:
+        """Wake the producer so its batch fails; stop the query on the canceller thread."""
+        with self._cond:
+            if self._stopped:
+                return
+            self._stopped = True
+            self._cond.notify_all()
+            query = self._query
+        if query is not None:
+            cancel_later(query.stop)
+
+    # -- producer (Spark's foreachBatch callback thread) ---------------------------------------
+
+    def _start(self) -> None:
+        options = self._options
+        checkpoint = options.checkpoint_location
+        if checkpoint is None:
+            checkpoint = tempfile.mkdtemp(prefix="rs-spark-stream-")
+        self._checkpoint = checkpoint
+        writer = self._df.writeStream.foreachBatch(self._on_batch).option(
+            "checkpointLocation", checkpoint
+        )
+        if options.trigger:
+            writer = writer.trigger(**options.trigger)
+        if options.query_name:
+            writer = writer.queryName(options.query_name)
+        query = writer.start()
+        with self._cond:
+            self._query = query
+            stopped = self._stopped
+        if stopped:  # cancelled while starting
+            cancel_later(query.stop)
+            return
+        threading.Thread(
+            target=self._watch, args=(query,), name=f"{self._tag}-watch", daemon=True
+        ).start()
+
+    def _watch(self, query: Any) -> None:
+        """Wait for the query to end; turn its end into END or the error (§1.4)."""
+        error: Exception | None = None
+        try:
+            query.awaitTermination()
+            failure = query.exception()
+            if failure is not None:
+                error = failure if isinstance(failure, Exception) else RuntimeError(str(failure))
+        except Exception as exc:
+            error = spark_error(exc)
+        with self._cond:
+            if self._stopped:
+                return
+            self._terminated = True
+            self._error = error
+        self._wake()
+
+    def _on_batch(self, batch_df: Any, batch_id: int) -> None:
+        options = self._options
+        reader = make_reader(
+            batch_df,
+            options.mode,
+            prefetch_partitions=False,
+            max_rows_per_batch=options.max_rows_per_batch,
+            job_tag=self._tag,
+        )
+        try:
+            for element in reader.open():
+                with self._cond:
+                    while len(self._queue) >= self._buffer_size and not self._stopped:
+                        self._cond.wait()  # block: the subscriber has not caught up
+                    if self._stopped:
+                        return self._abandon(batch_id)
+                    self._queue.append(element)
+                self._wake()
+            with self._cond:  # the micro-batch ends only when all its elements were delivered
+                while self._queue and not self._stopped:
+                    self._cond.wait()
+                if self._stopped:
+                    return self._abandon(batch_id)
+                self.batches += 1
+        finally:
+            reader.close()
+
+    def _abandon(self, batch_id: int) -> None:
+        """Cancelled mid-batch. With the caller's checkpoint, fail the batch so its offsets
+        are not committed (a restarted query reads it again); with our temporary checkpoint,
+        which is deleted anyway, return quietly (no failed-query noise in the logs)."""
+        if self._options.checkpoint_location is not None:
+            raise _Stopped(f"subscription cancelled during micro-batch {batch_id}")
+
+
+def _nothing() -> None:
+    pass
+
+
+@final
+class _Options:
+    __slots__ = (
+        "buffer_size",
+        "checkpoint_location",
+        "max_rows_per_batch",
+        "mode",
+        "query_name",
+        "trigger",
+    )
+
+    def __init__(
+        self,
+        mode: Mode,
+        buffer_size: int,
+        trigger: Mapping[str, Any] | None,
+        checkpoint_location: str | None,
+        query_name: str | None,
+        max_rows_per_batch: int | None,
+    ) -> None:
+        self.mode = mode
+        self.buffer_size = buffer_size
+        self.trigger = dict(trigger) if trigger else None
+        self.checkpoint_location = checkpoint_location
+        self.query_name = query_name
+        self.max_rows_per_batch = max_rows_per_batch
+
+
+@final
+class _StreamSubscription:
+    """The Subscriber's view: the drain's ``request``; ``cancel`` also wakes and stops Spark."""
+
+    __slots__ = ("_drain", "_source", "request")
+
+    def __init__(self, drain: DrainSubscription[Any], source: _StreamSource) -> None:
+        self._drain = drain
+        self._source = source
+        self.request = drain.request
+
+    def cancel(self) -> None:
+        self._source.interrupt()  # §3.5: non-blocking
+        self._drain.cancel()  # §3.7
+
+
+@final
+class _Hook:
+    __slots__ = ("_source", "_target", "on_complete", "on_error", "on_next")
+
+    def __init__(self, target: Subscriber[Any], source: _StreamSource) -> None:
+        self._target = target
+        self._source = source
+        self.on_next = target.on_next
+        self.on_error = target.on_error
+        self.on_complete = target.on_complete
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        assert isinstance(subscription, DrainSubscription)
+        self._target.on_subscribe(_StreamSubscription(subscription, self._source))
+
+
+@final
+class StreamPublisher(Generic[T]):
+    """Publisher over a streaming DataFrame; one streaming query per Subscriber.
+
+    Rules: §1.1 (emits only what was requested; the sink blocks otherwise), §1.3 (signals
+    from the subscription's thread), §1.4 (a failed query becomes ``on_error``), §1.9
+    (Spark Connect is refused with ``on_subscribe`` then ``on_error``), §3.5 (``cancel`` does
+    not block), §3.13 (query stopped, hand-off emptied, thread ended on cancel).
+    """
+
+    __slots__ = ("_df", "_options")
+
+    def __init__(self, df: DataFrame, options: _Options) -> None:
+        self._df = df
+        self._options = options
+
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        require_subscriber(subscriber)  # §1.9
+        if is_connect(self._df):
+            reject(
+                subscriber,
+                NotImplementedError(
+                    "from_stream() needs a classic SparkSession: Spark Connect runs "
+                    "foreachBatch in a server-side Python worker, out of this subscriber's reach"
+                ),
+            )
+            return
+        executor = ThreadPoolExecutor(1, thread_name_prefix="rs-spark-stream")
+        source = _StreamSource(self._df, self._options, executor)
+        DrainSubscription(_Hook(subscriber, source), source, OnExecutor(executor)).start()
+
+
+def from_stream(
+    streaming_df: DataFrame,
+    *,
+    mode: Mode = "rows",
+    buffer_size: int = 256,
+    trigger: Mapping[str, Any] | None = None,
+    checkpoint_location: str | None = None,
+    query_name: str | None = None,
+    max_rows_per_batch: int | None = None,
+) -> Publisher[Any]:
+    """A Publisher over a streaming DataFrame, each micro-batch delivered with demand.
+
+    Args:
+        streaming_df: a streaming DataFrame of a classic session (``spark.readStream…``).
+        mode: ``"rows"`` (``Row`` elements) or ``"arrow"`` (``pyarrow.RecordBatch``).
+        buffer_size: the most elements waiting between Spark and the subscriber.
+        trigger: keyword arguments for ``DataStreamWriter.trigger`` (e.g.
+            ``{"processingTime": "1 second"}`` or ``{"availableNow": True}``, which ends the
+            stream, and the subscription, once the available data is processed).
+        checkpoint_location: kept if given; else a temporary folder, removed on cancel/end.
+        query_name: the streaming query's name.
+        max_rows_per_batch: arrow mode: at most this many rows per batch.
+
+    Returns:
+        A Publisher; each Subscriber starts its own query at its first ``request``.
+    """
+    if mode not in _MODES:
+        raise ValueError(f"mode must be 'rows' or 'arrow', got {mode!r}")
+    if type(buffer_size) is not int or buffer_size <= 0:
+        raise ValueError(f"buffer_size must be a positive int, got {buffer_size!r}")
+    if max_rows_per_batch is not None and mode != "arrow":
+        raise ValueError("max_rows_per_batch applies to mode='arrow' only")
+    if streaming_df is None:
+        raise TypeError("from_stream() requires a streaming DataFrame, got None")
+    if not is_connect(streaming_df) and not streaming_df.isStreaming:
+        raise ValueError("from_stream() requires a streaming DataFrame (spark.readStream...)")
+    options = _Options(
+        mode, buffer_size, trigger, checkpoint_location, query_name, max_rows_per_batch
+    )
+    return StreamPublisher(streaming_df, options)
