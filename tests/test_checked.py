@@ -605,8 +605,10 @@ def test_publish_on_with_requests_from_many_threads_at_once_passes(
             checked(source, on_violation=found.append).subscribe(subscriber)
             barrier = threading.Barrier(4)
 
-            def requester(sub: RecordingSubscriber[int] = subscriber) -> None:
-                barrier.wait(5)
+            def requester(
+                sub: RecordingSubscriber[int] = subscriber, gate: threading.Barrier = barrier
+            ) -> None:
+                gate.wait(5)
                 for _ in range(100):
                     sub.request(1)
 

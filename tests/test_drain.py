@@ -1,0 +1,638 @@
+"""rs_core._drain: the one drain loop, driven by tiny Sources under every policy."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import itertools
+import logging
+import sys
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import pytest
+
+from adapters.iterables import from_iterable
+from rs_core import UNBOUNDED, IllegalRequestError, publish_on
+from rs_core._drain import EMPTY, END, INLINE, DrainPolicy, DrainSubscription, OnExecutor, OnLoop
+from rs_core._drain import Source as DrainSource
+from rs_core.testing import RecordingSubscriber
+
+T = TypeVar("T")
+
+
+# -- tiny sources -------------------------------------------------------------------------------
+
+
+class PullSource(DrainSource[T]):
+    """Pulls from an iterable, one element per poll; counts polls and closes."""
+
+    def __init__(self, items: Iterable[T], *, end_known: bool = False) -> None:
+        self.items: Iterator[T] = iter(items)
+        self.end_known = end_known
+        self.exhausted = False
+        self.polls = 0
+        self.closes = 0
+        self.poll_threads: set[int] = set()
+        self._lock = threading.Lock()
+
+    def poll(self) -> Any:
+        self.polls += 1
+        self.poll_threads.add(threading.get_ident())
+        try:
+            return next(self.items)
+        except StopIteration:
+            self.exhausted = True
+            return END
+
+    def at_end(self) -> bool:
+        return self.end_known and self.exhausted
+
+    def close(self) -> None:
+        with self._lock:
+            self.closes += 1
+
+
+class PushSource(DrainSource[T]):
+    """A queue filled from outside; wakes the drain on every push and at the end."""
+
+    def __init__(self) -> None:
+        self.queue_: deque[T] = deque()
+        self.done = False
+        self.error: Exception | None = None
+        self.closes = 0
+        self.wake: Callable[[], None] = lambda: None
+
+    def bind(self, wake: Callable[[], None]) -> None:
+        self.wake = wake
+
+    def push(self, *items: T) -> None:
+        self.queue_.extend(items)
+        self.wake()
+
+    def finish(self, error: Exception | None = None) -> None:
+        self.error = error
+        self.done = True
+        self.wake()
+
+    def poll(self) -> Any:
+        done = self.done
+        if self.queue_:
+            return self.queue_.popleft()
+        if done:
+            if self.error is not None:
+                raise self.error
+            return END
+        return EMPTY
+
+    def at_end(self) -> bool:
+        return self.done and not self.queue_
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+def start(
+    source: DrainSource[T],
+    subscriber: RecordingSubscriber[T] | None = None,
+    policy: DrainPolicy = INLINE,
+) -> tuple[DrainSubscription[T], RecordingSubscriber[T]]:
+    """Subscribe a recorder (or ``subscriber``) to ``source`` through a DrainSubscription."""
+    sub: RecordingSubscriber[T] = subscriber if subscriber is not None else RecordingSubscriber()
+    drain = DrainSubscription(sub, source, policy)
+    drain.start()
+    return drain, sub
+
+
+def stack_depth() -> int:
+    """The number of frames on the current stack."""
+    depth = 0
+    frame = sys._getframe()
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back  # type: ignore[assignment]
+    return depth
+
+
+# -- emission -----------------------------------------------------------------------------------
+
+
+def test_spec101_emits_exactly_as_far_as_demand_reaches() -> None:
+    """§1.1: never more on_next than requested; the source is polled only under demand."""
+    source = PullSource(range(100))
+    drain, sub = start(source)
+    assert source.polls == 0
+    sub.request(3)
+    assert sub.elements == [0, 1, 2]
+    assert source.polls == 3
+    sub.request(2)
+    assert sub.elements == [0, 1, 2, 3, 4]
+    assert source.polls == 5
+    sub.assert_no_violations()
+
+
+def test_spec105_completes_after_the_last_element() -> None:
+    """§1.5: a finite source completes once exhausted, with the elements in order."""
+    drain, sub = start(PullSource("abc"))
+    sub.request(10)
+    assert sub.elements == ["a", "b", "c"]
+    assert sub.completed
+    sub.assert_no_violations()
+
+
+def test_spec102_completes_when_demand_met_exactly() -> None:
+    """§1.2: with demand met exactly, a source that knows it is over (at_end) completes with no
+    more demand; a pull source that cannot know completes on the next request."""
+    known: PushSource[int] = PushSource()
+    known.push(1, 2)
+    known.finish()
+    _, sub = start(known)
+    sub.request(2)
+    assert sub.elements == [1, 2]
+    assert sub.completed
+
+    pull = PullSource([1, 2])
+    _, other = start(pull)
+    other.request(2)
+    assert not other.completed
+    assert pull.polls == 2  # never pulled ahead of demand to find out
+    other.request(1)
+    assert other.completed
+    assert other.elements == [1, 2]
+
+
+@pytest.mark.parametrize("policy", ["inline", "executor"])
+def test_spec302_reentrant_request_does_not_recurse(policy: str) -> None:
+    """§3.2/§3.3: request(1) from each of 100_000 on_next calls trampolines: the stack does not
+    grow and the recursion limit is never hit."""
+    depths: list[int] = []
+    n = 100_000
+
+    def hook(element: int) -> None:
+        if element in (0, n - 1):
+            depths.append(stack_depth())
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(1, request_on_next=1)
+    sub.on_next_hook = hook
+    with ThreadPoolExecutor(1) as pool:
+        chosen = INLINE if policy == "inline" else OnExecutor(pool, batch=1024)
+        start(PullSource(range(n)), sub, chosen)
+        sub.await_terminal(30)
+    assert sub.completed, sub.error
+    assert len(sub.elements) == n
+    assert depths[0] == depths[1]
+    sub.assert_no_violations()
+
+
+def test_spec103_concurrent_pushes_and_requests_are_signalled_serially() -> None:
+    """§1.3: pushes, wakes and requests from several threads still give serial signals."""
+    source: PushSource[int] = PushSource()
+    drain, sub = start(source)
+    barrier = threading.Barrier(4)
+
+    def producer(base: int) -> None:
+        barrier.wait(5)
+        for i in range(250):
+            source.push(base + i)
+            sub.request(1)
+
+    threads = [threading.Thread(target=producer, args=(k * 1000,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    source.finish()
+    sub.await_terminal()
+    assert sorted(sub.elements) == sorted(k * 1000 + i for k in range(4) for i in range(250))
+    for k in range(4):  # each producer's elements keep their order
+        mine = [e for e in sub.elements if e // 1000 == k]
+        assert mine == sorted(mine)
+    assert sub.completed
+    sub.assert_no_violations()
+
+
+def test_spec304_request_from_another_thread_while_draining_returns_at_once() -> None:
+    """§3.4: a request from another thread while the drain is inside on_next only registers
+    demand and returns; the draining thread delivers it after on_next returns."""
+    inside = threading.Event()
+    release = threading.Event()
+    other_returned = threading.Event()
+
+    def hold(element: int) -> None:
+        if element == 0:
+            inside.set()
+            assert release.wait(5)
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber()
+    sub.on_next_hook = hold
+    drain, _ = start(PullSource(range(10)), sub)
+    first = threading.Thread(target=sub.request, args=(1,))
+    first.start()
+    assert inside.wait(5)
+
+    def other() -> None:
+        sub.request(4)
+        other_returned.set()
+
+    second = threading.Thread(target=other)
+    second.start()
+    assert other_returned.wait(5)  # did not wait for the drain
+    assert sub.elements == [0]
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert sub.elements == [0, 1, 2, 3, 4]
+    assert sub.signal_threads == {threading.get_ident(), first.ident}  # on_subscribe, then drain
+    sub.assert_no_violations()
+
+
+# -- §3.9 -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [0, -1, -(2**64), 1.5, True, None, "3"])
+def test_spec309_bad_request_signals_on_error_once(bad: Any) -> None:
+    """§3.9: request(n <= 0) or a non-int is answered by one on_error(IllegalRequestError)."""
+    source = PullSource(range(10))
+    drain, sub = start(source)
+    sub.request(2)
+    sub.request(bad)
+    sub.request(-7)  # a second bad request is not a second on_error
+    sub.request(3)  # §3.6: the subscription is over
+    assert isinstance(sub.error, IllegalRequestError)
+    assert sub.error.rule == "3.9"
+    assert repr(bad) in str(sub.error)
+    assert sub.elements == [0, 1]
+    assert source.closes == 1
+    sub.assert_no_violations()
+
+
+def test_spec309_bad_request_from_another_thread_is_delivered_serially() -> None:
+    """§3.9/§1.3: a bad request from another thread while on_next runs does not signal on that
+    thread; the draining thread delivers on_error after on_next returns."""
+    inside = threading.Event()
+    release = threading.Event()
+
+    def hold(element: int) -> None:
+        if element == 0:
+            inside.set()
+            assert release.wait(5)
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber()
+    sub.on_next_hook = hold
+    start(PullSource(range(10)), sub)
+    drainer = threading.Thread(target=sub.request, args=(1,))
+    drainer.start()
+    assert inside.wait(5)
+    bad = threading.Thread(target=sub.request, args=(0,))
+    bad.start()
+    bad.join(5)
+    assert not bad.is_alive()
+    assert sub.error is None  # not delivered while on_next is still running
+    release.set()
+    drainer.join(5)
+    assert isinstance(sub.error, IllegalRequestError)
+    assert bad.ident not in sub.signal_threads
+    sub.assert_no_violations()
+
+
+def test_spec309_reentrant_bad_request_before_the_end_beats_completion() -> None:
+    """§3.9: request(0) from the last on_next is answered with on_error, not on_complete."""
+    sub: RecordingSubscriber[int] = RecordingSubscriber()
+    sub.on_next_hook = lambda element: sub.request(0)
+    start(PullSource([1]), sub)
+    sub.request(5)
+    assert sub.elements == [1]
+    assert isinstance(sub.error, IllegalRequestError)
+    assert not sub.completed
+
+
+# -- cancel -------------------------------------------------------------------------------------
+
+
+def test_spec307_cancel_is_idempotent_and_closes_once() -> None:
+    """§3.5/§3.7: cancel twice closes the source once; §3.6: request after it does nothing."""
+    source = PullSource(itertools.count())
+    drain, sub = start(source)
+    sub.request(2)
+    drain.cancel()
+    drain.cancel()
+    polls = source.polls
+    sub.request(5)
+    assert source.closes == 1
+    assert source.polls == polls
+    assert sub.elements == [0, 1]
+    assert drain.is_cancelled
+    assert not sub.is_terminated
+
+
+def test_spec312_cancel_from_on_next_stops_at_once() -> None:
+    """§3.12: cancel() from inside on_next: no further on_next, the source is closed."""
+    source = PullSource(itertools.count())
+    sub: RecordingSubscriber[int] = RecordingSubscriber()
+    sub.on_next_hook = lambda element: sub.cancel() if element == 2 else None
+    start(source, sub)
+    sub.request(100)
+    assert sub.elements == [0, 1, 2]
+    assert source.closes == 1
+
+
+@pytest.mark.stress
+@pytest.mark.parametrize("policy", ["inline", "executor"])
+def test_spec305_cancel_from_many_threads_at_once(policy: str) -> None:
+    """§3.5: eight threads released together call cancel (one also requests): the source is
+    closed exactly once and nothing is signalled afterwards (200 rounds)."""
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(200):
+            source = PullSource(itertools.count())
+            chosen = INLINE if policy == "inline" else OnExecutor(pool, batch=16)
+            drain, sub = start(source, policy=chosen)
+            sub.request(50)
+            barrier = threading.Barrier(8)
+
+            def racer(index: int, gate: threading.Barrier = barrier, d: Any = drain) -> None:
+                gate.wait(5)
+                if index == 0:
+                    d.request(UNBOUNDED)
+                d.cancel()
+
+            threads = [threading.Thread(target=racer, args=(i,)) for i in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(10)
+            sub.await_condition(lambda s=source: s.closes == 1, what="the source closed")
+            count = len(sub.elements)
+            drain.request(10)
+            sub.expect_no_signals(0.001)
+            assert len(sub.elements) == count
+            assert source.closes == 1
+            assert not sub.is_terminated
+            sub.assert_no_violations()
+
+
+def test_spec107_nothing_after_terminal() -> None:
+    """§1.7: after on_complete, request and cancel signal nothing and close nothing again."""
+    source = PullSource([1, 2])
+    drain, sub = start(source)
+    sub.request(5)
+    assert sub.completed
+    sub.request(5)
+    drain.cancel()
+    assert sub.elements == [1, 2]
+    assert source.closes == 1
+    assert drain.is_cancelled  # §1.6
+    sub.assert_no_violations()
+
+
+# -- §3.13 references ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["cancel", "complete", "error"])
+def test_spec313_references_dropped(how: str) -> None:
+    """§3.13: after cancel or a terminal signal the drain holds neither subscriber nor source."""
+    source: PushSource[int] = PushSource()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+    drain = DrainSubscription(sub, source)
+    drain.start()
+    source_ref = weakref.ref(source)
+    sub_ref = weakref.ref(sub)
+    if how == "cancel":
+        drain.cancel()
+    elif how == "complete":
+        source.finish()
+    else:
+        source.finish(RuntimeError("boom"))
+    del source, sub
+    gc.collect()
+    assert source_ref() is None
+    assert sub_ref() is None
+    assert drain.is_cancelled
+
+
+# -- §2.13 ----------------------------------------------------------------------------------------
+
+
+def test_spec213_raising_on_next_cancels_closes_and_logs(caplog: pytest.LogCaptureFixture) -> None:
+    """§2.13: a subscriber raising in on_next counts as cancelled: the source is closed, nothing
+    more is signalled, and the error is logged to "rs_core" naming §2.13."""
+    boom = RuntimeError("subscriber bug")
+
+    def explode(element: int) -> None:
+        if element == 1:
+            raise boom
+
+    source = PullSource(itertools.count())
+    sub: RecordingSubscriber[int] = RecordingSubscriber()
+    sub.on_next_hook = explode
+    drain, _ = start(source, sub)
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        sub.request(5)
+    assert sub.elements == [0, 1]
+    assert source.closes == 1
+    assert drain.is_cancelled
+    assert not sub.is_terminated
+    records = [r for r in caplog.records if r.name == "rs_core"]
+    assert len(records) == 1
+    assert records[0].getMessage().startswith("§2.13: ")
+    assert records[0].exc_info is not None and records[0].exc_info[1] is boom
+    sub.request(5)
+    assert sub.elements == [0, 1]
+
+
+def test_spec213_raising_on_subscribe_counts_as_cancelled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """§2.13: a subscriber raising in on_subscribe is cancelled and reported, never signalled."""
+
+    class Broken(RecordingSubscriber[int]):
+        def on_subscribe(self, subscription: Any) -> None:
+            super().on_subscribe(subscription)
+            raise RuntimeError("bad on_subscribe")
+
+    source = PullSource([1])
+    sub = Broken(1)
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        start(source, sub)
+    assert sub.elements == []
+    assert source.closes == 1
+    assert any(r.getMessage().startswith("§2.13: ") for r in caplog.records)
+
+
+def test_spec213_none_from_a_source_is_on_error_type_error() -> None:
+    """§2.13: None is never an element: a source producing it ends with on_error(TypeError)."""
+    drain, sub = start(PullSource([1, None, 3]))  # type: ignore[list-item]
+    sub.request(5)
+    assert sub.elements == [1]
+    assert isinstance(sub.error, TypeError)
+
+
+def test_spec109_subscribe_none_raises_type_error() -> None:
+    """§1.9: subscribe(None) raises TypeError for the drain-based publishers."""
+    with pytest.raises(TypeError, match="§1.9"):
+        from_iterable([1]).subscribe(None)  # type: ignore[arg-type]
+    with ThreadPoolExecutor(1) as pool:
+        with pytest.raises(TypeError, match="§1.9"):
+            publish_on(from_iterable([1]), pool).subscribe(None)  # type: ignore[arg-type]
+
+
+# -- terminal without demand ---------------------------------------------------------------------
+
+
+def test_spec209_empty_source_completes_without_demand() -> None:
+    """§2.9/§1.2: an empty, finished queue completes with no request at all."""
+    source: PushSource[int] = PushSource()
+    source.finish()
+    drain, sub = start(source)
+    assert sub.completed
+    assert sub.requested == 0
+    assert source.closes == 1
+
+
+def test_spec209_source_finishing_later_completes_without_demand() -> None:
+    """§2.9: a push source that ends while nothing is requested completes at once."""
+    source: PushSource[int] = PushSource()
+    drain, sub = start(source)
+    assert not sub.completed
+    source.finish()
+    assert sub.completed
+
+
+def test_spec210_failed_source_errors_without_demand() -> None:
+    """§2.10/§1.4: a failed queue signals on_error with no request."""
+    source: PushSource[int] = PushSource()
+    boom = RuntimeError("failed")
+    source.finish(boom)
+    drain, sub = start(source)
+    assert sub.error is boom
+
+
+def test_spec104_failing_poll_becomes_on_error_after_the_elements() -> None:
+    """§1.4: a source that raises ends with on_error after the elements it produced."""
+    boom = ValueError("boom")
+
+    def items() -> Iterator[int]:
+        yield 1
+        yield 2
+        raise boom
+
+    drain, sub = start(PullSource(items()))
+    sub.request(10)
+    assert sub.elements == [1, 2]
+    assert sub.error is boom
+
+
+# -- policies -----------------------------------------------------------------------------------
+
+
+class CountingExecutor(ThreadPoolExecutor):
+    """A one-thread pool that counts submitted tasks."""
+
+    def __init__(self) -> None:
+        super().__init__(1, thread_name_prefix="counting")
+        self.submits = 0
+        self.thread_ids: set[int] = set()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        self.submits += 1
+
+        def run() -> Any:
+            self.thread_ids.add(threading.get_ident())
+            return fn(*args, **kwargs)
+
+        return super().submit(run)
+
+
+def test_on_executor_signals_on_the_executor_and_reschedules_batches_in_order() -> None:
+    """OnExecutor: signals arrive on the executor thread; with batch=4 the drain yields the
+    thread every 4 elements by resubmitting, and delivers every element in order."""
+    with CountingExecutor() as pool:
+        drain, sub = start(PullSource(range(1000)), policy=OnExecutor(pool, batch=4))
+        sub.request(UNBOUNDED)
+        sub.await_terminal()
+    assert sub.elements == list(range(1000))
+    assert sub.completed
+    assert pool.submits >= 1000 // 4
+    assert sub.signal_threads - {threading.get_ident()} == pool.thread_ids
+    sub.assert_no_violations()
+
+
+def test_on_executor_shut_down_is_cancellation(caplog: pytest.LogCaptureFixture) -> None:
+    """A shut-down executor is treated as cancellation: the source is closed, it is logged,
+    and nothing is signalled."""
+    pool = ThreadPoolExecutor(1)
+    pool.shutdown()
+    source = PullSource(range(10))
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        drain, sub = start(source, policy=OnExecutor(pool))
+        sub.request(5)
+    assert drain.is_cancelled
+    assert source.closes == 1
+    assert sub.elements == []
+    assert not sub.is_terminated
+    assert any("could not be scheduled" in r.getMessage() for r in caplog.records)
+
+
+@pytest.fixture
+def running_loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """An event loop in debug mode running on a helper thread."""
+    loop = asyncio.new_event_loop()
+    loop.set_debug(True)
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield loop
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    loop.close()
+
+
+def test_on_loop_signals_on_the_loop_thread(running_loop: asyncio.AbstractEventLoop) -> None:
+    """OnLoop: on_next / on_complete run on the loop's thread, in batches, in order."""
+
+    async def ident() -> int:
+        return threading.get_ident()
+
+    loop_thread = asyncio.run_coroutine_threadsafe(ident(), running_loop).result(5)
+    drain, sub = start(PullSource(range(3000)), policy=OnLoop(running_loop, batch=100))
+    sub.request(UNBOUNDED)
+    sub.await_terminal()
+    assert sub.elements == list(range(3000))
+    assert sub.signal_threads == {threading.get_ident(), loop_thread}  # on_subscribe is here
+    sub.assert_no_violations()
+
+
+def test_on_loop_closed_is_cancellation(caplog: pytest.LogCaptureFixture) -> None:
+    """A closed loop is treated as cancellation: the source is closed, it is logged, and nothing
+    is signalled."""
+    loop = asyncio.new_event_loop()
+    loop.close()
+    source = PullSource(range(10))
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        drain, sub = start(source, policy=OnLoop(loop))
+        sub.request(5)
+    assert drain.is_cancelled
+    assert source.closes == 1
+    assert sub.elements == []
+    assert any("could not be scheduled" in r.getMessage() for r in caplog.records)
+
+
+def test_on_loop_closing_mid_stream_is_cancellation(caplog: pytest.LogCaptureFixture) -> None:
+    """A loop closed after some elements: the next request cancels instead of raising."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    source = PullSource(itertools.count())
+    drain, sub = start(source, policy=OnLoop(loop))
+    sub.request(3)
+    sub.await_count(3)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    loop.close()
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        sub.request(3)  # returns normally (§3.16)
+    assert drain.is_cancelled
+    assert source.closes == 1
+    assert sub.elements == [0, 1, 2]
