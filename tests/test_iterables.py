@@ -1,0 +1,327 @@
+"""adapters.iterables: from_iterable and to_iterator, both directions."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from adapters.iterables import from_iterable, to_iterator
+from rs_core import UNBOUNDED, Publisher, Subscriber, Subscription, publish_on
+from rs_core.testing import RecordingSubscriber
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+class Counting:
+    """A generator factory that counts next() calls and notices close()."""
+
+    def __init__(self, n: int | None = None, fail: Exception | None = None) -> None:
+        self.n = n
+        self.fail = fail
+        self.pulled = 0
+        self.closed = threading.Event()
+
+    def __call__(self) -> Iterator[int]:
+        try:
+            i = 0
+            while self.n is None or i < self.n:
+                self.pulled += 1
+                yield i
+                i += 1
+            if self.fail is not None:
+                raise self.fail
+        finally:
+            self.closed.set()
+
+
+class RequestLog:
+    """Wraps a publisher; records every request(n) its subscriber makes."""
+
+    def __init__(self, inner: Publisher[int]) -> None:
+        self.inner = inner
+        self.requests: list[int] = []
+        self.cancels = 0
+        self._lock = threading.Lock()
+
+    @property
+    def requested(self) -> int:
+        with self._lock:
+            return sum(self.requests)
+
+    def subscribe(self, subscriber: Subscriber[int]) -> None:
+        log = self
+
+        class Sub:
+            def on_subscribe(self, subscription: Subscription) -> None:
+                class Logged:
+                    def request(self, n: int) -> None:
+                        with log._lock:
+                            log.requests.append(n)
+                        subscription.request(n)
+
+                    def cancel(self) -> None:
+                        log.cancels += 1
+                        subscription.cancel()
+
+                subscriber.on_subscribe(Logged())
+
+            def on_next(self, element: int) -> None:
+                subscriber.on_next(element)
+
+            def on_error(self, error: Exception) -> None:
+                subscriber.on_error(error)
+
+            def on_complete(self) -> None:
+                subscriber.on_complete()
+
+        self.inner.subscribe(Sub())
+
+
+class Silent:
+    """A publisher that subscribes and then never signals anything."""
+
+    def __init__(self) -> None:
+        self.cancelled = threading.Event()
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        silent = self
+
+        class Nothing:
+            def request(self, n: int) -> None:
+                pass
+
+            def cancel(self) -> None:
+                silent.cancelled.set()
+
+        subscriber.on_subscribe(Nothing())
+
+
+# -- from_iterable ---------------------------------------------------------------------------------
+
+
+def test_from_iterable_is_cold() -> None:
+    """Each subscriber of a re-iterable gets every element from the start."""
+    publisher = from_iterable([1, 2, 3])
+    first: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    second: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    publisher.subscribe(first)
+    publisher.subscribe(second)
+    assert first.elements == second.elements == [1, 2, 3]
+    assert first.completed and second.completed
+
+
+@pytest.mark.parametrize("kind", ["generator", "iterator"])
+def test_from_iterable_one_shot_second_subscriber_gets_on_subscribe_then_on_error(
+    kind: str,
+) -> None:
+    """§1.9: a one-shot generator or iterator serves one subscriber; a second one gets
+    on_subscribe, then on_error explaining why."""
+    source = Counting(3)() if kind == "generator" else iter([0, 1, 2])
+    publisher = from_iterable(source)
+    first: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    publisher.subscribe(first)
+    second: RecordingSubscriber[int] = RecordingSubscriber()
+    publisher.subscribe(second)  # returns normally
+    assert first.elements == [0, 1, 2]
+    assert second.subscribe_count == 1
+    assert isinstance(second.error, RuntimeError)
+    assert "one-shot" in str(second.error)
+    assert second.elements == []
+    second.assert_no_violations()
+
+
+def test_from_iterable_pulls_only_as_far_as_demand() -> None:
+    """The generator's next() is called once per unit of demand, never ahead."""
+    counting = Counting()
+    sub: RecordingSubscriber[int] = RecordingSubscriber()
+    from_iterable(counting()).subscribe(sub)
+    assert counting.pulled == 0
+    sub.request(3)
+    assert counting.pulled == 3
+    sub.request(1)
+    assert counting.pulled == 4
+    assert sub.elements == [0, 1, 2, 3]
+    sub.cancel()
+
+
+def test_from_iterable_cancel_closes_the_generator() -> None:
+    """§3.13: cancel close()s the generator, so its finally block runs."""
+    counting = Counting()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(2)
+    from_iterable(counting()).subscribe(sub)
+    assert not counting.closed.is_set()
+    sub.cancel()
+    assert counting.closed.is_set()
+    assert counting.pulled == 2
+
+
+def test_from_iterable_raising_source_errors_after_the_items() -> None:
+    """§1.4: an exception from the iterator reaches on_error after the items it produced."""
+    boom = ValueError("boom")
+    sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    from_iterable(Counting(3, fail=boom)()).subscribe(sub)
+    assert sub.elements == [0, 1, 2]
+    assert sub.error is boom
+
+
+def test_from_iterable_none_element_is_on_error_type_error() -> None:
+    """§2.13: None from the iterator becomes on_error(TypeError) after the earlier items."""
+    sub: RecordingSubscriber[Any] = RecordingSubscriber(UNBOUNDED)
+    from_iterable([1, None, 2]).subscribe(sub)
+    assert sub.elements == [1]
+    assert isinstance(sub.error, TypeError)
+
+
+def test_from_iterable_failing_iter_is_on_error() -> None:
+    """§1.9: an iterable whose __iter__ raises gives on_subscribe then on_error."""
+    boom = RuntimeError("no iterator")
+
+    class Bad:
+        def __iter__(self) -> Iterator[int]:
+            raise boom
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber()
+    from_iterable(Bad()).subscribe(sub)
+    assert sub.subscribe_count == 1
+    assert sub.error is boom
+
+
+def test_from_iterable_rejects_non_iterables_at_once() -> None:
+    """from_iterable(None) or a non-iterable is a TypeError when called."""
+    with pytest.raises(TypeError):
+        from_iterable(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        from_iterable(42)  # type: ignore[arg-type]
+
+
+def test_from_iterable_on_an_executor_pulls_there() -> None:
+    """With executor=, next() and the signals run on the executor, not the requester."""
+    pulled_on: set[int] = set()
+
+    def items() -> Iterator[int]:
+        for i in range(50):
+            pulled_on.add(threading.get_ident())
+            yield i
+
+    with ThreadPoolExecutor(1) as pool:
+        worker = pool.submit(threading.get_ident).result(5)
+        sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+        from_iterable(items(), executor=pool).subscribe(sub)
+        sub.await_terminal()
+    assert sub.elements == list(range(50))
+    assert pulled_on == {worker}
+
+
+# -- to_iterator -------------------------------------------------------------------------------
+
+
+def test_to_iterator_yields_every_element() -> None:
+    """to_iterator gives the publisher's elements in order, then stops."""
+    assert list(to_iterator(from_iterable(range(1000)), prefetch=7)) == list(range(1000))
+
+
+@pytest.mark.parametrize("prefetch", [1, 2, 4, 16])
+def test_to_iterator_never_requests_more_than_prefetch_ahead(prefetch: int) -> None:
+    """At most prefetch elements are ever requested beyond what the loop consumed, and the
+    generator is never pulled further than that."""
+    counting = Counting(200)
+    log = RequestLog(from_iterable(counting()))
+    consumed = 0
+    with to_iterator(log, prefetch=prefetch) as iterator:
+        assert log.requested == prefetch
+        for element in iterator:
+            consumed += 1
+            assert element == consumed - 1
+            assert log.requested - consumed <= prefetch
+            assert counting.pulled - consumed <= prefetch
+    assert consumed == 200
+
+
+def test_to_iterator_close_cancels() -> None:
+    """close() cancels the subscription (the generator is closed); next() then stops."""
+    counting = Counting()
+    iterator = to_iterator(from_iterable(counting()), prefetch=4)
+    assert next(iterator) == 0
+    iterator.close()
+    assert counting.closed.is_set()
+    with pytest.raises(StopIteration):
+        next(iterator)
+
+
+def test_to_iterator_with_block_cancels() -> None:
+    """Leaving a with block cancels, even when left by an exception."""
+    counting = Counting()
+    with pytest.raises(KeyError):
+        with to_iterator(from_iterable(counting()), prefetch=4) as iterator:
+            next(iterator)
+            raise KeyError("leave")
+    assert counting.closed.is_set()
+
+
+def test_to_iterator_dropped_cancels() -> None:
+    """§3.13: an iterator dropped without close() cancels when garbage-collected."""
+    silent = Silent()
+    iterator = to_iterator(silent, prefetch=4)
+    del iterator
+    gc.collect()
+    assert silent.cancelled.is_set()
+
+
+def test_to_iterator_raises_the_error_where_iteration_reaches_it() -> None:
+    """The publisher's error is raised by next() after the elements before it; then it stops."""
+    boom = ValueError("boom")
+    iterator = to_iterator(from_iterable(Counting(3, fail=boom)()), prefetch=2)
+    assert [next(iterator) for _ in range(3)] == [0, 1, 2]
+    with pytest.raises(ValueError) as info:
+        next(iterator)
+    assert info.value is boom
+    with pytest.raises(StopIteration):
+        next(iterator)
+
+
+def test_to_iterator_across_threads() -> None:
+    """Signals from executor threads reach a consumer iterating on another thread."""
+    results: list[int] = []
+    with ThreadPoolExecutor(2) as pool:
+        source = publish_on(from_iterable(range(5000)), pool, prefetch=32)
+
+        def consume() -> None:
+            results.extend(to_iterator(source, prefetch=8))
+
+        consumer = threading.Thread(target=consume)
+        consumer.start()
+        consumer.join(30)
+    assert not consumer.is_alive()
+    assert results == list(range(5000))
+
+
+def test_to_iterator_rejects_bad_arguments() -> None:
+    """to_iterator(None) is a TypeError; a non-positive prefetch a ValueError."""
+    with pytest.raises(TypeError):
+        to_iterator(None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        to_iterator(from_iterable([1]), prefetch=0)
+
+
+@pytest.mark.asyncio
+@pytest.mark.timeout(30)
+async def test_to_iterator_on_a_running_loop_raises_instead_of_blocking() -> None:
+    """On an event loop's thread, next() that would block raises RuntimeError saying what to
+    use instead; elements already there are returned without blocking."""
+    asyncio.get_running_loop().set_debug(True)
+    ready = to_iterator(from_iterable([1, 2]), prefetch=4)
+    assert next(ready) == 1  # available now: no blocking involved
+    silent = Silent()
+    waiting = to_iterator(silent, prefetch=4)
+    with pytest.raises(RuntimeError, match="event loop") as info:
+        next(waiting)
+    assert "to_async_iterator" in str(info.value)
+    waiting.close()
+    assert silent.cancelled.is_set()
+    ready.close()

@@ -1,0 +1,301 @@
+"""rs_core.publish_on: the asynchronous boundary and its bounded in-flight window."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Generic, TypeVar
+
+import pytest
+
+from adapters.iterables import from_iterable
+from rs_core import UNBOUNDED, OverflowViolation, Publisher, Subscriber, Subscription, publish_on
+from rs_core.testing import RecordingSubscriber
+
+T = TypeVar("T")
+
+
+# -- instruments ---------------------------------------------------------------------------------
+
+
+class Meter:
+    """Counts what flows across the upstream side of publish_on."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests: list[int] = []
+        self.cancels = 0
+        self.pulled = 0  # next() calls on the upstream generator
+
+    @property
+    def requested(self) -> int:
+        with self.lock:
+            return sum(self.requests)
+
+
+class _MeteredSubscription:
+    def __init__(self, inner: Subscription, meter: Meter) -> None:
+        self._inner = inner
+        self._meter = meter
+
+    def request(self, n: int) -> None:
+        with self._meter.lock:
+            self._meter.requests.append(n)
+        self._inner.request(n)
+
+    def cancel(self) -> None:
+        with self._meter.lock:
+            self._meter.cancels += 1
+        self._inner.cancel()
+
+
+class _MeteredSubscriber(Generic[T]):
+    def __init__(self, downstream: Subscriber[T], meter: Meter) -> None:
+        self._down = downstream
+        self._meter = meter
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        self._down.on_subscribe(_MeteredSubscription(subscription, self._meter))
+
+    def on_next(self, element: T) -> None:
+        self._down.on_next(element)
+
+    def on_error(self, error: Exception) -> None:
+        self._down.on_error(error)
+
+    def on_complete(self) -> None:
+        self._down.on_complete()
+
+
+class Metered(Generic[T]):
+    """An upstream over a counting generator; records each request and cancel it receives."""
+
+    def __init__(self, n: int | None, meter: Meter, *, fail_after: Exception | None = None):
+        self._n = n
+        self._meter = meter
+        self._fail_after = fail_after
+        self.closed = threading.Event()
+
+    def _items(self) -> Iterator[int]:
+        try:
+            i = 0
+            while self._n is None or i < self._n:
+                self._meter.pulled += 1
+                yield i
+                i += 1
+            if self._fail_after is not None:
+                raise self._fail_after
+        finally:
+            self.closed.set()
+
+    def subscribe(self, subscriber: Subscriber[int]) -> None:
+        from_iterable(self._items()).subscribe(_MeteredSubscriber(subscriber, self._meter))
+
+
+def settle(pool: ThreadPoolExecutor) -> None:
+    """Wait until every task already queued on the one-thread ``pool`` has run."""
+    pool.submit(lambda: None).result(5)
+
+
+@pytest.fixture
+def pool() -> Iterator[ThreadPoolExecutor]:
+    """A one-thread executor (FIFO, so settle() is meaningful)."""
+    with ThreadPoolExecutor(1, thread_name_prefix="publish-on") as executor:
+        yield executor
+
+
+def pool_thread(pool: ThreadPoolExecutor) -> int:
+    """The id of the pool's only thread."""
+    return pool.submit(threading.get_ident).result(5)
+
+
+# -- tests -----------------------------------------------------------------------------------------
+
+
+def test_signals_arrive_on_the_executor_thread(pool: ThreadPoolExecutor) -> None:
+    """on_next / on_complete run on the executor; on_subscribe on the subscribing thread."""
+    worker = pool_thread(pool)
+    threads: set[int] = set()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    sub.on_next_hook = lambda element: threads.add(threading.get_ident())
+    publish_on(from_iterable(range(1000)), pool, prefetch=16).subscribe(sub)
+    sub.await_terminal()
+    assert sub.elements == list(range(1000))
+    assert sub.completed
+    assert threads == {worker}
+    assert sub.signal_threads == {threading.get_ident(), worker}
+    sub.assert_no_violations()
+
+
+def test_in_flight_never_exceeds_prefetch(pool: ThreadPoolExecutor) -> None:
+    """The upstream never has more than prefetch requested beyond what was delivered, and the
+    queue never holds more than prefetch; the window is actually used up to prefetch."""
+    prefetch = 8
+    meter = Meter()
+    seen: list[int] = []
+
+    def check(element: int) -> None:
+        delivered = element + 1
+        in_flight = meter.requested - delivered
+        seen.append(in_flight)
+        assert meter.pulled - delivered <= prefetch  # queued (+ nothing pulled ahead)
+        assert in_flight <= prefetch
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber()
+    sub.on_next_hook = check
+    publish_on(Metered(200, meter), pool, prefetch=prefetch).subscribe(sub)
+    assert meter.requested == prefetch  # asked for the window up front, no more
+    assert meter.pulled == prefetch
+    for i in range(200):  # a consumer that takes one at a time
+        sub.request(1)
+        sub.await_count(i + 1)
+    sub.await_terminal()
+    assert sub.elements == list(range(200))
+    assert max(seen) == prefetch - 1
+    sub.assert_no_violations()
+
+
+def test_replenishes_at_75_percent(pool: ThreadPoolExecutor) -> None:
+    """Upstream gets request(prefetch) first, then request(limit) each time limit elements
+    (75% of prefetch) were delivered, and not before."""
+    meter = Meter()
+    sub: RecordingSubscriber[int] = RecordingSubscriber()
+    publish_on(Metered(None, meter), pool, prefetch=8).subscribe(sub)
+    assert meter.requests == [8]
+    for i in range(5):
+        sub.request(1)
+        sub.await_count(i + 1)
+    settle(pool)
+    assert meter.requests == [8]  # 5 of 8 consumed: below 75%
+    sub.request(1)
+    sub.await_count(6)
+    settle(pool)
+    assert meter.requests == [8, 6]  # 6 of 8 consumed: replenish 6
+    for i in range(6, 12):
+        sub.request(1)
+        sub.await_count(i + 1)
+    settle(pool)
+    assert meter.requests == [8, 6, 6]
+    sub.cancel()
+
+
+def test_slow_consumer_slows_the_producer(pool: ThreadPoolExecutor) -> None:
+    """A consumer that stops requesting stops the producer within the prefetch window."""
+    meter = Meter()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(3)
+    publish_on(Metered(None, meter), pool, prefetch=8).subscribe(sub)
+    sub.await_count(3)
+    settle(pool)
+    settle(pool)
+    assert sub.elements == [0, 1, 2]
+    assert meter.pulled == 8  # an endless generator pulled only as far as the window
+    assert meter.requested == 8
+    sub.cancel()
+
+
+def test_cancel_cancels_upstream(pool: ThreadPoolExecutor) -> None:
+    """Cancel downstream cancels the upstream subscription and closes its generator."""
+    meter = Meter()
+    upstream = Metered(None, meter)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(4)
+    publish_on(upstream, pool, prefetch=8).subscribe(sub)
+    sub.await_count(4)
+    sub.cancel()
+    assert upstream.closed.wait(5)
+    settle(pool)
+    assert meter.cancels == 1
+    assert not sub.is_terminated
+    sub.request(10)
+    settle(pool)
+    assert sub.elements == [0, 1, 2, 3]
+
+
+def test_error_passes_after_the_elements_before_it(pool: ThreadPoolExecutor) -> None:
+    """An upstream error reaches the subscriber on the executor, after every earlier element."""
+    worker = pool_thread(pool)
+    boom = RuntimeError("boom")
+    errors_on: list[int] = []
+
+    class Sub(RecordingSubscriber[int]):
+        def on_error(self, error: Exception) -> None:
+            errors_on.append(threading.get_ident())
+            super().on_error(error)
+
+    sub = Sub(UNBOUNDED)
+    publish_on(Metered(20, Meter(), fail_after=boom), pool, prefetch=4).subscribe(sub)
+    sub.await_terminal()
+    assert sub.elements == list(range(20))
+    assert sub.error is boom
+    assert errors_on == [worker]
+    sub.assert_no_violations()
+
+
+def test_error_waits_for_demand_to_deliver_queued_elements_first(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """Elements queued before an upstream error are not skipped: the error comes after them,
+    even when the subscriber requests them only later."""
+    boom = RuntimeError("boom")
+    sub: RecordingSubscriber[int] = RecordingSubscriber()
+    publish_on(Metered(3, Meter(), fail_after=boom), pool, prefetch=8).subscribe(sub)
+    settle(pool)
+    assert sub.error is None  # three elements wait for demand ahead of the error
+    sub.request(3)
+    sub.await_terminal()
+    assert sub.elements == [0, 1, 2]
+    assert sub.error is boom
+
+
+def test_spec101_upstream_overproduction_is_an_overflow_violation(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """§1.1: an upstream that ignores demand is cancelled and the subscriber gets
+    OverflowViolation instead of an unbounded queue."""
+    cancelled = threading.Event()
+
+    class Flood:
+        def subscribe(self, subscriber: Subscriber[int]) -> None:
+            class Ignored:
+                def request(self, n: int) -> None:
+                    pass
+
+                def cancel(self) -> None:
+                    cancelled.set()
+
+            subscriber.on_subscribe(Ignored())
+            for i in range(100):
+                subscriber.on_next(i)
+
+    flood: Publisher[int] = Flood()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    publish_on(flood, pool, prefetch=8).subscribe(sub)
+    sub.await_terminal()
+    assert cancelled.is_set()
+    assert isinstance(sub.error, OverflowViolation)
+    assert sub.error.rule == "1.1"
+    assert len(sub.elements) <= 8
+
+
+def test_raising_upstream_subscribe_becomes_on_error(pool: ThreadPoolExecutor) -> None:
+    """§1.9: an upstream whose subscribe raises reaches the subscriber as on_error."""
+    boom = RuntimeError("cannot subscribe")
+
+    class Broken:
+        def subscribe(self, subscriber: Any) -> None:
+            raise boom
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber()
+    publish_on(Broken(), pool).subscribe(sub)  # returns normally
+    sub.await_terminal()
+    assert sub.error is boom
+
+
+def test_bad_arguments_raise_at_once(pool: ThreadPoolExecutor) -> None:
+    """publish_on(None), a non-executor, or prefetch <= 0 fail when called, not at subscribe."""
+    with pytest.raises(TypeError):
+        publish_on(None, pool)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        publish_on(from_iterable([1]), object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        publish_on(from_iterable([1]), pool, prefetch=0)
