@@ -1,0 +1,278 @@
+"""rs_core.BaseSubscriber: the hooks are called only in a protocol-correct order."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import pytest
+
+from adapters.iterables import from_iterable
+from rs_core import UNBOUNDED, BaseSubscriber, Subscription
+
+
+class Upstream:
+    """A Subscription that records requests and cancels (thread-safe counts)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.requests: list[Any] = []
+        self.cancels = 0
+
+    def request(self, n: int) -> None:
+        with self._lock:
+            self.requests.append(n)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancels += 1
+
+
+class Hooks(BaseSubscriber[Any]):
+    """Records every hook call; optional behaviour injected per test."""
+
+    def __init__(self, initial: int = 0) -> None:
+        super().__init__()
+        self.initial = initial
+        self.calls: list[tuple[str, Any]] = []
+        self.raise_on_next: Exception | None = None
+        self.raise_on_subscribe: Exception | None = None
+        self.raise_on_error: Exception | None = None
+        self.touch_subscription_when_done = False
+
+    def hook_on_subscribe(self, subscription: Subscription) -> None:
+        self.calls.append(("subscribe", subscription))
+        if self.raise_on_subscribe is not None:
+            raise self.raise_on_subscribe
+        if self.initial:
+            subscription.request(self.initial)
+
+    def hook_on_next(self, element: Any) -> None:
+        self.calls.append(("next", element))
+        if self.raise_on_next is not None:
+            raise self.raise_on_next
+
+    def hook_on_error(self, error: Exception) -> None:
+        self.calls.append(("error", error))
+        if self.touch_subscription_when_done:
+            self.request(1)
+            self.cancel()
+        if self.raise_on_error is not None:
+            raise self.raise_on_error
+
+    def hook_on_complete(self) -> None:
+        self.calls.append(("complete", None))
+        if self.touch_subscription_when_done:
+            self.request(1)
+            self.cancel()
+
+
+def names(sub: Hooks) -> list[str]:
+    """The hook names called, in order."""
+    return [name for name, _ in sub.calls]
+
+
+def test_default_hook_requests_unbounded() -> None:
+    """By default hook_on_subscribe requests UNBOUNDED (as Reactor's BaseSubscriber does)."""
+    upstream = Upstream()
+    BaseSubscriber[int]().on_subscribe(upstream)
+    assert upstream.requests == [UNBOUNDED]
+
+
+def test_spec205_second_on_subscribe_is_cancelled() -> None:
+    """§2.5: a second on_subscribe cancels that subscription; the first is kept untouched."""
+    sub = Hooks(initial=1)
+    first, second = Upstream(), Upstream()
+    sub.on_subscribe(first)
+    sub.on_subscribe(second)
+    assert second.cancels == 1
+    assert second.requests == []
+    assert first.cancels == 0
+    assert names(sub) == ["subscribe"]
+    sub.request(2)
+    assert first.requests == [1, 2]
+
+
+def test_spec205_on_subscribe_after_cancel_is_cancelled() -> None:
+    """A subscriber cancelled before it was subscribed cancels the subscription it then gets."""
+    sub = Hooks(initial=1)
+    sub.cancel()
+    upstream = Upstream()
+    sub.on_subscribe(upstream)
+    assert upstream.cancels == 1
+    assert upstream.requests == []
+    assert names(sub) == []
+
+
+@pytest.mark.parametrize("terminal", ["complete", "error"])
+def test_spec203_terminal_hooks_cannot_reach_the_subscription(terminal: str) -> None:
+    """§2.3/§2.4: request() and cancel() from hook_on_complete / hook_on_error do nothing: the
+    subscription was dropped before the hook ran."""
+    sub = Hooks(initial=1)
+    sub.touch_subscription_when_done = True
+    upstream = Upstream()
+    sub.on_subscribe(upstream)
+    if terminal == "complete":
+        sub.on_complete()
+    else:
+        sub.on_error(RuntimeError("boom"))
+    assert upstream.requests == [1]
+    assert upstream.cancels == 0
+    assert sub.is_disposed
+
+
+def test_spec204_subscription_counts_as_cancelled_after_terminal() -> None:
+    """§2.4: after on_complete, request and cancel from outside never reach upstream, and later
+    signals are ignored."""
+    sub = Hooks(initial=1)
+    upstream = Upstream()
+    sub.on_subscribe(upstream)
+    sub.on_complete()
+    sub.request(5)
+    sub.cancel()
+    sub.on_next("late")
+    sub.on_complete()
+    assert upstream.requests == [1]
+    assert upstream.cancels == 0
+    assert names(sub) == ["subscribe", "complete"]
+
+
+def test_spec208_on_next_after_cancel_is_ignored() -> None:
+    """§2.8: elements in flight after cancel() are accepted and dropped, not passed to hooks."""
+    sub = Hooks(initial=5)
+    upstream = Upstream()
+    sub.on_subscribe(upstream)
+    sub.on_next(1)
+    sub.cancel()
+    sub.on_next(2)
+    sub.on_next(3)
+    assert names(sub) == ["subscribe", "next"]
+    assert upstream.cancels == 1
+
+
+def test_spec213_none_arguments_raise_type_error() -> None:
+    """§2.13: on_subscribe(None), on_next(None), on_error(None) raise TypeError."""
+    sub = Hooks()
+    with pytest.raises(TypeError, match="§2.13"):
+        sub.on_subscribe(None)  # type: ignore[arg-type]
+    sub.on_subscribe(Upstream())
+    with pytest.raises(TypeError, match="§2.13"):
+        sub.on_next(None)
+    with pytest.raises(TypeError, match="§2.13"):
+        sub.on_error(None)  # type: ignore[arg-type]
+
+
+def test_spec213_raising_hook_on_next_cancels_and_routes_to_hook_on_error() -> None:
+    """§2.13: a raising hook_on_next cancels upstream, goes to hook_on_error once, and on_next
+    itself returns normally; nothing reaches the hooks afterwards."""
+    boom = ValueError("hook bug")
+    sub = Hooks(initial=3)
+    sub.raise_on_next = boom
+    upstream = Upstream()
+    sub.on_subscribe(upstream)
+    sub.on_next(1)  # returns normally
+    assert upstream.cancels == 1
+    assert sub.calls[-1] == ("error", boom)
+    sub.on_next(2)
+    sub.on_complete()
+    sub.on_error(RuntimeError("late"))
+    assert names(sub) == ["subscribe", "next", "error"]
+
+
+def test_spec213_raising_hook_on_subscribe_cancels_and_routes_to_hook_on_error() -> None:
+    """§2.13: a raising hook_on_subscribe cancels upstream and goes to hook_on_error."""
+    boom = RuntimeError("setup failed")
+    sub = Hooks()
+    sub.raise_on_subscribe = boom
+    upstream = Upstream()
+    sub.on_subscribe(upstream)  # returns normally
+    assert upstream.cancels == 1
+    assert sub.calls[-1] == ("error", boom)
+    assert sub.is_disposed
+
+
+def test_spec213_raising_hook_on_error_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """§2.13: a raising hook_on_error is reported to the "rs_core" logger, not raised."""
+    oops = RuntimeError("hook_on_error bug")
+    sub = Hooks()
+    sub.raise_on_error = oops
+    sub.on_subscribe(Upstream())
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        sub.on_error(ValueError("upstream failed"))  # returns normally
+    records = [r for r in caplog.records if r.name == "rs_core"]
+    assert len(records) == 1
+    assert records[0].getMessage().startswith("§2.13: ")
+    assert records[0].exc_info is not None and records[0].exc_info[1] is oops
+
+
+def test_spec107_second_on_error_is_reported_not_delivered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """§1.7: an on_error after a terminal signal is logged (naming 1.7), never given to hooks."""
+    sub = Hooks()
+    sub.on_subscribe(Upstream())
+    sub.on_complete()
+    late = RuntimeError("late")
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        sub.on_error(late)
+    assert names(sub) == ["subscribe", "complete"]
+    assert any(r.getMessage().startswith("§1.7: ") for r in caplog.records)
+
+
+def test_default_hook_on_error_logs(caplog: pytest.LogCaptureFixture) -> None:
+    """The default hook_on_error reports the error to the "rs_core" logger."""
+    sub: BaseSubscriber[int] = BaseSubscriber()
+    sub.on_subscribe(Upstream())
+    boom = RuntimeError("unhandled")
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        sub.on_error(boom)
+    assert any(r.exc_info is not None and r.exc_info[1] is boom for r in caplog.records)
+
+
+@pytest.mark.stress
+def test_spec305_cancel_from_many_threads_cancels_upstream_once() -> None:
+    """§3.5/§2.6: eight threads released together call cancel: upstream is cancelled exactly
+    once (200 rounds)."""
+    for _ in range(200):
+        sub = Hooks(initial=1)
+        upstream = Upstream()
+        sub.on_subscribe(upstream)
+        barrier = threading.Barrier(8)
+
+        def racer(gate: threading.Barrier = barrier, target: Hooks = sub) -> None:
+            gate.wait(5)
+            target.cancel()
+
+        threads = [threading.Thread(target=racer) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(5)
+        assert upstream.cancels == 1
+        assert sub.is_disposed
+
+
+def test_request_one_at_a_time_from_hook_on_next_end_to_end() -> None:
+    """A subclass requesting one at a time from hook_on_next receives a whole publisher."""
+
+    class OneByOne(BaseSubscriber[int]):
+        def __init__(self) -> None:
+            super().__init__()
+            self.items: list[int] = []
+            self.done = False
+
+        def hook_on_subscribe(self, subscription: Subscription) -> None:
+            subscription.request(1)
+
+        def hook_on_next(self, element: int) -> None:
+            self.items.append(element)
+            self.request(1)
+
+        def hook_on_complete(self) -> None:
+            self.done = True
+
+    sub = OneByOne()
+    from_iterable(range(10_000)).subscribe(sub)
+    assert sub.items == list(range(10_000))
+    assert sub.done
