@@ -171,6 +171,7 @@ class _Checker(Generic[T]):
         "_down_subscribed",
         "_failed",
         "_lock",
+        "_open",
         "_owner",
         "_pending",
         "_raise",
@@ -195,6 +196,7 @@ class _Checker(Generic[T]):
         self._report = report
         self._demand = 0
         self._subscribed = False  # the upstream called on_subscribe
+        self._open = False  # subscribed, not terminated, not failed: on_next may take the fast path
         self._terminated = False  # the upstream called on_error / on_complete
         self._cancelled = False  # the Subscriber called cancel
         self._bad_request = False  # the Subscriber called request(n <= 0); on_error is due
@@ -228,6 +230,7 @@ class _Checker(Generic[T]):
                     violation = self._order_locked("on_subscribe", me)
                 if violation is None or not self._raise:
                     if not _is_none(subscription):
+                        self._open = not self._terminated
                         self._subscribed = True
                         self._upstream = subscription
                         self._down_subscribed = True
@@ -244,6 +247,39 @@ class _Checker(Generic[T]):
 
     def on_next(self, element: T) -> None:
         me = _get_ident()
+        lock = self._lock
+        with lock:  # the fast path: a correct on_next, checked with one lock to enter
+            owner = self._owner
+            fast = bool(
+                self._open
+                and self._demand
+                and element is not None
+                and (owner == me or not owner)  # §1.3
+            )
+            if fast:
+                self._demand = produced(self._demand, 1)  # §1.1
+                self._owner = me
+                self._depth += 1
+        if not fast:
+            self._on_next_slow(element, me)
+            return
+        try:
+            subscriber = self._subscriber
+            if subscriber is not None:
+                subscriber.on_next(element)
+        finally:
+            with lock:  # and one to leave, unless there is more to do than count down
+                slow = self._depth == 1 and (
+                    self._pending is not None or (self._raise and self._down_done)
+                )
+                if not slow:
+                    self._depth -= 1
+                    if not self._depth:
+                        self._owner = 0
+            if slow:
+                self._leave(me)
+
+    def _on_next_slow(self, element: T, me: int) -> None:
         violation: ProtocolViolation | None = None
         with self._lock:
             if self._failed:
@@ -294,6 +330,7 @@ class _Checker(Generic[T]):
                     violation = self._order_locked("on_error", me)
                 if violation is None or not self._raise:
                     self._terminated = True
+                    self._open = False
                     self._bad_request = False  # §3.9 answered
                     self._down_done = True
                     self._terminal_thread = me
@@ -321,6 +358,7 @@ class _Checker(Generic[T]):
                 )
             if violation is None or not self._raise:
                 self._terminated = True
+                self._open = False
                 self._down_done = True
                 self._terminal_thread = me
                 entered = self._enter_locked(me)
@@ -398,6 +436,7 @@ class _Checker(Generic[T]):
             if self._failed:  # only the first violation tears the stream down
                 raise violation
             self._failed = True
+            self._open = False
             upstream = None if self._terminated else self._upstream
             self._upstream = None
             deliver = need_subscribe = False

@@ -593,16 +593,18 @@ def test_publish_on_with_reentrant_request_and_to_iterator_passes(
 
 
 @pytest.mark.stress
+@pytest.mark.parametrize("mode", ["raise", "collect"])
 def test_publish_on_with_requests_from_many_threads_at_once_passes(
-    found: list[ProtocolViolation],
+    mode: str, found: list[ProtocolViolation]
 ) -> None:
     """publish_on under checked: four threads released by a barrier request concurrently;
     exactly the requested elements arrive, in order, with no violation (bounded: 20 rounds)."""
+    on_violation: Any = "raise" if mode == "raise" else found.append
     with ThreadPoolExecutor(2) as pool:
         for _ in range(20):
             subscriber: RecordingSubscriber[int] = RecordingSubscriber()
             source = publish_on(from_iterable(range(400)), pool, prefetch=32)
-            checked(source, on_violation=found.append).subscribe(subscriber)
+            checked(source, on_violation=on_violation).subscribe(subscriber)
             barrier = threading.Barrier(4)
 
             def requester(
