@@ -529,9 +529,11 @@ def test_from_iterable_error_and_cancel_pass(found: list[ProtocolViolation]) -> 
             closed.set()
 
     other: RecordingSubscriber[int] = RecordingSubscriber(3)
-    checked(from_iterable(endless()), on_violation=found.append).subscribe(other)
+    generator = endless()  # held here, so only the cancel can close it
+    checked(from_iterable(generator), on_violation=found.append).subscribe(other)
     other.cancel()
     assert closed.is_set()
+    assert generator.gi_frame is None
     assert other.elements == [0, 1, 2]
 
 

@@ -270,6 +270,22 @@ def test_spec309_bad_request_signals_on_error_once(bad: Any) -> None:
     sub.assert_no_violations()
 
 
+def test_spec309_first_of_several_reentrant_bad_requests_is_reported_once() -> None:
+    """§3.9: two bad requests made while the drain is busy give one on_error, for the first."""
+    sub: RecordingSubscriber[int] = RecordingSubscriber()
+
+    def twice(element: int) -> None:
+        sub.request(0)
+        sub.request(-7)
+
+    sub.on_next_hook = twice
+    start(PullSource(range(10)), sub)
+    sub.request(1)
+    assert isinstance(sub.error, IllegalRequestError)
+    assert "got 0" in str(sub.error)
+    sub.assert_no_violations()
+
+
 def test_spec309_bad_request_from_another_thread_is_delivered_serially() -> None:
     """§3.9/§1.3: a bad request from another thread while on_next runs does not signal on that
     thread; the draining thread delivers on_error after on_next returns."""

@@ -153,11 +153,13 @@ def test_from_iterable_pulls_only_as_far_as_demand() -> None:
 def test_from_iterable_cancel_closes_the_generator() -> None:
     """§3.13: cancel close()s the generator, so its finally block runs."""
     counting = Counting()
+    generator = counting()  # held here, so only an explicit close() can run its finally
     sub: RecordingSubscriber[int] = RecordingSubscriber(2)
-    from_iterable(counting()).subscribe(sub)
+    from_iterable(generator).subscribe(sub)
     assert not counting.closed.is_set()
     sub.cancel()
     assert counting.closed.is_set()
+    assert generator.gi_frame is None  # closed, not merely dropped
     assert counting.pulled == 2
 
 
@@ -246,10 +248,12 @@ def test_to_iterator_never_requests_more_than_prefetch_ahead(prefetch: int) -> N
 def test_to_iterator_close_cancels() -> None:
     """close() cancels the subscription (the generator is closed); next() then stops."""
     counting = Counting()
-    iterator = to_iterator(from_iterable(counting()), prefetch=4)
+    generator = counting()  # held here, so only a cancel can close it
+    iterator = to_iterator(from_iterable(generator), prefetch=4)
     assert next(iterator) == 0
     iterator.close()
     assert counting.closed.is_set()
+    assert generator.gi_frame is None
     with pytest.raises(StopIteration):
         next(iterator)
 
@@ -257,11 +261,13 @@ def test_to_iterator_close_cancels() -> None:
 def test_to_iterator_with_block_cancels() -> None:
     """Leaving a with block cancels, even when left by an exception."""
     counting = Counting()
+    generator = counting()
     with pytest.raises(KeyError):
-        with to_iterator(from_iterable(counting()), prefetch=4) as iterator:
+        with to_iterator(from_iterable(generator), prefetch=4) as iterator:
             next(iterator)
             raise KeyError("leave")
     assert counting.closed.is_set()
+    assert generator.gi_frame is None
 
 
 def test_to_iterator_dropped_cancels() -> None:

@@ -247,6 +247,42 @@ def test_error_waits_for_demand_to_deliver_queued_elements_first(
     assert sub.error is boom
 
 
+def test_elements_pushed_later_from_another_thread_are_delivered(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """An upstream that emits later, from its own thread, wakes the delivery each time: every
+    element arrives without any further request, and completion follows."""
+    holder: list[Subscriber[int]] = []
+
+    class Later:
+        def subscribe(self, subscriber: Subscriber[int]) -> None:
+            class Quiet:
+                def request(self, n: int) -> None:
+                    pass
+
+                def cancel(self) -> None:
+                    pass
+
+            holder.append(subscriber)
+            subscriber.on_subscribe(Quiet())
+
+    later: Publisher[int] = Later()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    publish_on(later, pool, prefetch=8).subscribe(sub)
+    settle(pool)
+    for i in range(3):
+        producer = threading.Thread(target=holder[0].on_next, args=(i,))
+        producer.start()
+        producer.join(5)
+        sub.await_count(i + 1)
+        settle(pool)
+        assert sub.elements == list(range(i + 1))
+    assert not sub.is_terminated
+    threading.Thread(target=holder[0].on_complete).start()
+    sub.await_terminal()
+    assert sub.completed
+
+
 def test_spec101_upstream_overproduction_is_an_overflow_violation(
     pool: ThreadPoolExecutor,
 ) -> None:
