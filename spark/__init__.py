@@ -1,8 +1,9 @@
 """Spark DataFrames (batch and streaming) as Publishers, and Publishers into Spark.
 
-``from_dataframe`` streams a DataFrame with demand; ``to_dataframe``, ``write_parquet`` and
-``write_table`` take a Publisher into Spark batch by batch. ``python -m spark`` runs the
-main pipeline. Needs the ``spark`` extra (pyspark, pyarrow) and Java 17.
+``from_dataframe`` streams a DataFrame with demand, ``from_stream`` a streaming query;
+``to_dataframe``, ``write_parquet`` and ``write_table`` take a Publisher into Spark batch by
+batch. ``python -m spark`` runs the main pipeline. Needs the ``spark`` extra (pyspark,
+pyarrow) and Java 17; ``spark.local`` starts local sessions and a local Connect server.
 """
 
 try:
@@ -23,12 +24,15 @@ from spark.dataframe import (
     write_parquet,
     write_table,
 )
+from spark.streaming import StreamPublisher, from_stream
 
 __all__ = [
     "BatchSubscriber",
     "DataFramePublisher",
+    "StreamPublisher",
     "WriteStats",
     "from_dataframe",
+    "from_stream",
     "to_dataframe",
     "write_parquet",
     "write_table",

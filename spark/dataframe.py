@@ -184,7 +184,7 @@ class DataFramePublisher(Generic[T]):
             max_rows_per_batch=self._max_rows,
             job_tag=self._job_tag,
         )
-        executor = ThreadPoolExecutor(1, thread_name_prefix=f"rs-spark-{reader.tags[0]}")
+        executor = ThreadPoolExecutor(1, thread_name_prefix=reader.tags[0])
         source = _DataFrameSource(reader, executor)
         DrainSubscription(_Hook(subscriber, reader), source, OnExecutor(executor)).start()
 
@@ -479,8 +479,12 @@ def _drain_batches(
     batch_size: int,
     schema: StructType | str | None,
     on_batch: Callable[[list[pa.RecordBatch], _ArrowBatcher], None],
+    max_batches: int | None = None,
 ) -> tuple[int, int]:
-    """Subscribe a :class:`BatchSubscriber`; hand each converted batch to ``on_batch``."""
+    """Subscribe a :class:`BatchSubscriber`; hand each converted batch to ``on_batch``.
+
+    Stops (cancelling upstream) after ``max_batches`` batches when given.
+    """
     if publisher is None:
         raise TypeError("a Publisher is required, got None")
     subscriber: BatchSubscriber[Any] = BatchSubscriber(batch_size)
@@ -494,6 +498,8 @@ def _drain_batches(
             on_batch(converted, batcher)  # the next batch is requested only after this returns
             rows += sum(b.num_rows for b in converted)
             batches += 1
+            if batches == max_batches:
+                break
     finally:
         iterator.close()  # cancels upstream if a conversion or a write failed
     return rows, batches
@@ -566,14 +572,17 @@ def _write(
     save: Callable[[DataFrame], None],
     batch_size: int,
     schema: StructType | str | None,
+    max_batches: int | None,
 ) -> WriteStats:
+    if max_batches is not None and (type(max_batches) is not int or max_batches <= 0):
+        raise ValueError(f"max_batches must be a positive int or None, got {max_batches!r}")
     start = time.perf_counter()
 
     def write(batches: list[pa.RecordBatch], batcher: _ArrowBatcher) -> None:
         frame = _create(spark, pa.Table.from_batches(batches), batcher)
         save(frame.coalesce(1))  # one file per batch
 
-    rows, batches = _drain_batches(publisher, batch_size, schema, write)
+    rows, batches = _drain_batches(publisher, batch_size, schema, write, max_batches)
     return WriteStats(rows, batches, time.perf_counter() - start, target)
 
 
@@ -584,12 +593,22 @@ def write_parquet(
     *,
     batch_size: int = 10_000,
     schema: StructType | str | None = None,
+    max_batches: int | None = None,
 ) -> WriteStats:
     """Append a (possibly unbounded) Publisher to Parquet at ``path``, one batch at a time.
 
     Requests ``batch_size`` elements, writes them as one Spark append job, and only then
     requests the next batch: Python holds at most one batch, and the publisher runs at the
-    pace of the writes. Blocks until the publisher completes.
+    pace of the writes. Blocks until the publisher completes, or until ``max_batches``
+    batches were written (then the subscription is cancelled).
+
+    Args:
+        publisher: rows or Arrow batches (the shapes :func:`to_dataframe` accepts).
+        spark_session: a classic or Spark Connect session.
+        path: the Parquet folder, appended to.
+        batch_size: elements requested, converted and written at a time.
+        schema: a ``StructType`` or DDL string; inferred from the first batch when omitted.
+        max_batches: stop after this many batches (``None``: until the publisher ends).
 
     Returns:
         :class:`WriteStats` (rows, batches written, seconds).
@@ -607,6 +626,7 @@ def write_parquet(
         lambda frame: frame.write.mode("append").parquet(path),
         batch_size,
         schema,
+        max_batches,
     )
 
 
@@ -617,6 +637,7 @@ def write_table(
     *,
     batch_size: int = 10_000,
     schema: StructType | str | None = None,
+    max_batches: int | None = None,
 ) -> WriteStats:
     """Append a (possibly unbounded) Publisher to the table ``table``, one batch at a time.
 
@@ -631,5 +652,6 @@ def write_table(
         lambda frame: frame.write.mode("append").saveAsTable(table),
         batch_size,
         schema,
+        max_batches,
     )
 

@@ -1,0 +1,64 @@
+"""Helpers for the Spark tests: waiting on conditions, owned threads, job status, heap."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+_OWNED = re.compile(r"^rs-spark-[0-9a-f]{12}_\d+$")
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
+    """Poll ``predicate`` until true; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(0.02)
+
+
+def owned_threads() -> list[threading.Thread]:
+    """The threads ``from_dataframe`` subscriptions own (named after their job tag)."""
+    return [t for t in threading.enumerate() if _OWNED.match(t.name)]
+
+
+def tracker(spark: Any) -> Any:
+    return spark.sparkContext._jsc.sc().statusTracker()
+
+
+def jobs_for_tag(spark: Any, tag: str) -> list[int]:
+    return sorted(int(j) for j in tracker(spark).getJobIdsForTag(tag))
+
+
+def active_jobs_for_tag(spark: Any, tag: str) -> list[int]:
+    active = {int(j) for j in tracker(spark).getActiveJobIds()}
+    return [j for j in jobs_for_tag(spark, tag) if j in active]
+
+
+def job_status(spark: Any, job_id: int) -> str:
+    info = tracker(spark).getJobInfo(job_id)
+    return str(info.get().status()) if info.isDefined() else "UNKNOWN"
+
+
+def heap_mib(spark: Any) -> float:
+    """Driver JVM heap in use after two full GCs."""
+    jvm = spark.sparkContext._jvm
+    runtime = jvm.java.lang.Runtime.getRuntime()
+    for _ in range(2):
+        jvm.java.lang.System.gc()
+        time.sleep(0.1)
+    return float(runtime.totalMemory() - runtime.freeMemory()) / 2**20
+
+
+def functions_for(session: Any) -> Any:
+    """``pyspark.sql.functions`` for a classic session, the Connect flavour for Connect."""
+    from spark._partitions import is_connect
+
+    if is_connect(session):
+        from pyspark.sql.connect import functions
+    else:
+        from pyspark.sql import functions  # type: ignore[no-redef]
+    return functions
