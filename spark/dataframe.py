@@ -615,8 +615,9 @@ def write_parquet(
 
     Raises:
         RuntimeError: when called on a thread running an asyncio event loop.
-        Exception: the publisher's error (batches before it stay written), or the write's
-            error (the subscription is cancelled first).
+        Exception: the publisher's error (raised after every element received before it
+            was written, the last batch possibly short), or the write's error (the
+            subscription is cancelled first).
     """
     _refuse_on_loop("write_parquet")
     return _write(

@@ -1,0 +1,256 @@
+"""Publishers into Spark: to_dataframe, write_parquet / write_table, and BatchSubscriber."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+pa = pytest.importorskip("pyarrow")
+
+from spark_helpers import wait_until  # noqa: E402
+
+from adapters.iterables import from_iterable  # noqa: E402
+from rs_core.errors import OverflowViolation  # noqa: E402
+from spark import (  # noqa: E402
+    BatchSubscriber,
+    from_dataframe,
+    to_dataframe,
+    write_parquet,
+    write_table,
+)
+
+pytestmark = pytest.mark.spark
+
+
+class CountingGenerator:
+    """An infinite generator of dict rows that counts how far it has been pulled."""
+
+    def __init__(self) -> None:
+        self.pulled = 0
+        self.closed = False
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        try:
+            for i in itertools.count():
+                self.pulled += 1
+                yield {"i": i, "s": f"row{i}"}
+        finally:
+            self.closed = True
+
+
+# -- to_dataframe ----------------------------------------------------------------------------
+
+
+def test_to_dataframe_round_trips_dict_rows(session: Any) -> None:
+    """Dicts from a finite publisher become a DataFrame with the same rows, in order."""
+    rows = [{"i": i, "name": f"n{i}", "x": i / 4} for i in range(2500)]
+    df = to_dataframe(from_iterable(rows), session, batch_size=1000)
+    assert [r.asDict() for r in df.orderBy("i").collect()] == rows
+
+
+def test_to_dataframe_uses_the_given_schema_for_tuples(spark: Any) -> None:
+    """Tuples take their column names and Spark types from a DDL schema."""
+    df = to_dataframe(
+        from_iterable([(1, "a"), (2, "b")]), spark, schema="k INT, v STRING", batch_size=1
+    )
+    assert df.schema.simpleString() == "struct<k:int,v:string>"
+    assert [tuple(r) for r in df.collect()] == [(1, "a"), (2, "b")]
+
+
+def test_to_dataframe_takes_arrow_batches_from_from_dataframe(session: Any) -> None:
+    """from_dataframe (arrow) into to_dataframe reproduces the DataFrame."""
+    source = session.range(0, 5000, 1, 3).selectExpr("id", "cast(id AS string) AS s")
+    copy = to_dataframe(from_dataframe(source, mode="arrow"), session, batch_size=2)
+    assert copy.orderBy("id").collect() == source.collect()
+
+
+def test_to_dataframe_of_rows_from_from_dataframe(spark: Any) -> None:
+    """from_dataframe (rows) into to_dataframe: Row elements keep their field names."""
+    source = spark.range(0, 300, 1, 2).selectExpr("id", "id % 3 AS m")
+    copy = to_dataframe(from_dataframe(source), spark, batch_size=128)
+    assert copy.columns == ["id", "m"]
+    assert copy.orderBy("id").collect() == source.collect()
+
+
+def test_to_dataframe_of_an_empty_publisher_needs_a_schema(spark: Any) -> None:
+    """An empty publisher gives an empty DataFrame with a schema, and ValueError without."""
+    df = to_dataframe(from_iterable([]), spark, schema="a LONG")
+    assert df.count() == 0 and df.columns == ["a"]
+    with pytest.raises(ValueError, match="schema"):
+        to_dataframe(from_iterable([]), spark)
+
+
+def test_to_dataframe_raises_the_publishers_error(spark: Any) -> None:
+    """A publisher that fails makes to_dataframe raise that error."""
+
+    def failing() -> Iterator[dict[str, int]]:
+        yield {"a": 1}
+        raise KeyError("upstream broke")
+
+    with pytest.raises(KeyError, match="upstream broke"):
+        to_dataframe(from_iterable(failing()), spark, batch_size=10)
+
+
+def test_to_dataframe_refuses_to_block_a_running_loop(spark: Any) -> None:
+    """Called on a thread running an event loop, to_dataframe raises instead of blocking it."""
+
+    async def main() -> None:
+        with pytest.raises(RuntimeError, match="event loop"):
+            to_dataframe(from_iterable([{"a": 1}]), spark)
+
+    asyncio.run(main())
+
+
+# -- write_parquet / write_table ---------------------------------------------------------------
+
+
+def test_write_parquet_holds_one_batch_and_requests_after_each_write(
+    session: Any, tmp_path: Any
+) -> None:
+    """An unbounded source is pulled one batch ahead of the writes, never more."""
+    source = CountingGenerator()
+    path = str(tmp_path / "out")
+    pulled_at_write: list[int] = []
+
+    import spark.dataframe as sd
+
+    original = sd._create
+
+    def spy(spark_session: Any, table: Any, batcher: Any) -> Any:
+        pulled_at_write.append(source.pulled)
+        return original(spark_session, table, batcher)
+
+    sd._create = spy  # type: ignore[assignment]
+    try:
+        stats = write_parquet(from_iterable(source), session, path, batch_size=50, max_batches=4)
+    finally:
+        sd._create = original  # type: ignore[assignment]
+    assert (stats.rows, stats.batches) == (200, 4)
+    assert pulled_at_write == [50, 100, 150, 200]  # nothing requested while a batch is written
+    assert source.closed  # the subscription was cancelled after max_batches
+    assert session.read.parquet(path).count() == 200
+
+
+def test_write_table_appends_batch_by_batch(spark: Any) -> None:
+    """write_table creates the table on the first batch and appends the others."""
+    spark.sql("DROP TABLE IF EXISTS rs_events")
+    rows = [{"k": i, "v": str(i)} for i in range(120)]
+    stats = write_table(from_iterable(rows), spark, "rs_events", batch_size=50)
+    assert (stats.rows, stats.batches) == (120, 3)
+    assert spark.table("rs_events").count() == 120
+    write_table(from_iterable(rows[:10]), spark, "rs_events", batch_size=50)
+    assert spark.table("rs_events").count() == 130
+    spark.sql("DROP TABLE rs_events")
+
+
+def test_write_parquet_keeps_earlier_batches_when_the_publisher_fails(
+    spark: Any, tmp_path: Any
+) -> None:
+    """A failure after 25 rows raises, after every row received before it was written
+    (two full batches and the partial third)."""
+
+    def failing() -> Iterator[dict[str, int]]:
+        yield from ({"a": i} for i in range(25))
+        raise OSError("disk on fire")
+
+    path = str(tmp_path / "partial")
+    with pytest.raises(OSError, match="disk on fire"):
+        write_parquet(from_iterable(failing()), spark, path, batch_size=10)
+    assert spark.read.parquet(path).count() == 25
+
+
+def test_a_failing_write_cancels_the_publisher(spark: Any, tmp_path: Any) -> None:
+    """When Spark cannot write, the error is raised and the source is cancelled (closed)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    source = CountingGenerator()
+    with pytest.raises(Exception):  # noqa: B017 - whatever Spark raises for a bad path
+        write_parquet(from_iterable(source), spark, str(blocker / "sub"), batch_size=10)
+    assert source.closed
+    assert source.pulled == 10
+
+
+# -- BatchSubscriber -----------------------------------------------------------------------------
+
+
+def test_batch_subscriber_requests_the_next_batch_only_when_asked() -> None:
+    """Demand goes out one batch at a time, when the consumer comes back for more."""
+    requests: list[int] = []
+
+    class Upstream:
+        def request(self, n: int) -> None:
+            requests.append(n)
+
+        def cancel(self) -> None:
+            requests.append(-1)
+
+    subscriber: BatchSubscriber[int] = BatchSubscriber(3)
+    subscriber.on_subscribe(Upstream())
+    assert requests == [3]
+    for i in range(3):
+        subscriber.on_next(i)
+    batches = subscriber.batches(timeout=5)
+    assert next(batches) == [0, 1, 2]
+    assert requests == [3]  # the consumer still holds the batch
+    second: list[list[int]] = []
+    consumer = threading.Thread(target=lambda: second.append(next(batches)))
+    consumer.start()  # coming back for more: that is when the next batch is requested
+    wait_until(lambda: requests == [3, 3], 5, "the second request")
+    for i in range(3, 5):
+        subscriber.on_next(i)
+    subscriber.on_complete()
+    consumer.join(5)
+    assert second == [[3, 4]]
+    assert list(batches) == []
+    assert requests == [3, 3]
+
+
+def test_batch_subscriber_fails_on_overflow() -> None:
+    """More on_next than requested cancels upstream and fails with OverflowViolation (§1.1)."""
+    cancelled = threading.Event()
+
+    class Upstream:
+        def request(self, n: int) -> None:
+            pass
+
+        def cancel(self) -> None:
+            cancelled.set()
+
+    subscriber: BatchSubscriber[int] = BatchSubscriber(2)
+    subscriber.on_subscribe(Upstream())
+    for i in range(3):
+        subscriber.on_next(i)
+    batches = subscriber.batches(timeout=5)
+    assert next(batches) == [0, 1]
+    with pytest.raises(OverflowViolation):
+        next(batches)
+    assert cancelled.is_set()
+
+
+def test_batch_subscriber_closing_early_cancels() -> None:
+    """Closing the batch iterator before the end cancels the subscription (§3.13)."""
+    source = CountingGenerator()
+    subscriber: BatchSubscriber[dict[str, Any]] = BatchSubscriber(4)
+    from_iterable(source).subscribe(subscriber)
+    batches = subscriber.batches(timeout=5)
+    assert [row["i"] for row in next(batches)] == [0, 1, 2, 3]
+    batches.close()
+    assert source.closed
+    assert source.pulled == 4
+
+
+def test_batch_subscriber_rejects_none_and_bad_sizes() -> None:
+    """None signals raise TypeError (§2.13); batch_size must be a positive int."""
+    subscriber: BatchSubscriber[int] = BatchSubscriber(2)
+    with pytest.raises(TypeError):
+        subscriber.on_subscribe(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        subscriber.on_next(None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        BatchSubscriber(0)
