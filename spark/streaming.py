@@ -210,6 +210,12 @@ class _StreamSource(Source[Any]):
                 if self._stopped:
                     return self._abandon(batch_id)
                 self.batches += 1
+        except _Stopped:
+            raise
+        except Exception:
+            if self._stopped:  # the query stop cancelled this batch's job: an echo of cancel
+                return self._abandon(batch_id)
+            raise
         finally:
             reader.close()
 

@@ -1,0 +1,147 @@
+"""from_stream: micro-batches handed over with demand, a slow subscriber holding the trigger,
+cancel stopping the query, failures as on_error, Spark Connect refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from spark_helpers import wait_until  # noqa: E402
+
+from rs_core import UNBOUNDED  # noqa: E402
+from rs_core.testing import RecordingSubscriber  # noqa: E402
+from spark import from_stream  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+
+def drop_file(folder: Any, index: int, rows: int) -> None:
+    """Write a JSON-lines file atomically, as a stream source expects; its modification
+    time orders it after the files dropped before (the source reads oldest first)."""
+    tmp = folder / f".part-{index}.tmp"
+    tmp.write_text("".join(json.dumps({"f": index, "k": k}) + "\n" for k in range(rows)))
+    stamp = time.time() + index
+    os.utime(tmp, (stamp, stamp))
+    os.rename(tmp, folder / f"part-{index}.json")
+
+
+def query_named(spark: Any, name: str) -> Any:
+    matches = [q for q in spark.streams.active if q.name == name]
+    return matches[0] if matches else None
+
+
+def completed_batches(query: Any) -> list[int]:
+    return [p["batchId"] for p in query.recentProgress if p["numInputRows"] > 0]
+
+
+def test_the_next_micro_batch_waits_for_demand(spark: Any, tmp_path: Any) -> None:
+    """While demand covers only part of micro-batch 0, that batch stays open (no progress
+    reported, no rows of batch 1 delivered); more demand lets the stream move on."""
+    source = tmp_path / "in"
+    source.mkdir()
+    drop_file(source, 0, 5)
+    drop_file(source, 1, 5)
+    frame = spark.readStream.schema("f INT, k INT").option("maxFilesPerTrigger", 1).json(
+        str(source)
+    )
+    name = "rs_backpressure"
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(3)
+    from_stream(frame, buffer_size=2, query_name=name).subscribe(subscriber)
+    subscriber.await_count(3, 120)
+    query = query_named(spark, name)
+    assert query is not None
+    subscriber.expect_no_signals(1.0)  # the trigger interval is 0: only demand holds it
+    assert len(subscriber.elements) == 3
+    assert completed_batches(query) == []  # micro-batch 0 is still being handed over
+    subscriber.request(2)
+    subscriber.await_count(5, 120)
+    wait_until(lambda: completed_batches(query) == [0], 60, "micro-batch 0 to complete")
+    subscriber.expect_no_signals(0.5)
+    assert [r.f for r in subscriber.elements] == [0] * 5  # nothing of batch 1 yet
+    subscriber.request(UNBOUNDED)
+    subscriber.await_count(10, 120)
+    assert [(r.f, r.k) for r in subscriber.elements[5:]] == [(1, k) for k in range(5)]
+    drop_file(source, 2, 3)  # files appearing later are picked up
+    subscriber.await_count(13, 120)
+    subscriber.cancel()
+    wait_until(lambda: query_named(spark, name) is None, 60, "the query to stop")
+    subscriber.assert_no_violations()
+
+
+def test_cancel_stops_a_rate_source_query(spark: Any) -> None:
+    """Cancel after some rows of an endless rate source stops the query; no more signals."""
+    frame = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 200)
+        .option("numPartitions", 1)
+        .load()
+    )
+    name = "rs_rate"
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(40)
+    from_stream(frame, query_name=name, trigger={"processingTime": "200 milliseconds"}).subscribe(
+        subscriber
+    )
+    subscriber.await_count(40, 120)
+    assert query_named(spark, name) is not None
+    subscriber.cancel()
+    wait_until(lambda: query_named(spark, name) is None, 60, "the query to stop")
+    subscriber.expect_no_signals(0.3)
+    assert len(subscriber.elements) == 40
+    assert [r.value for r in subscriber.elements] == list(range(40))
+
+
+def test_available_now_completes_after_all_rows(spark: Any, tmp_path: Any) -> None:
+    """With the availableNow trigger the publisher completes once the data is processed;
+    arrow mode delivers RecordBatches."""
+    source = tmp_path / "in"
+    source.mkdir()
+    for i in range(3):
+        drop_file(source, i, 4)
+    frame = spark.readStream.schema("f INT, k INT").json(str(source))
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(UNBOUNDED)
+    from_stream(frame, mode="arrow", trigger={"availableNow": True}).subscribe(subscriber)
+    subscriber.await_terminal(120)
+    assert subscriber.completed
+    assert sum(b.num_rows for b in subscriber.elements) == 12
+
+
+def test_a_failing_query_becomes_on_error(spark: Any, tmp_path: Any) -> None:
+    """A micro-batch that fails ends the subscription with Spark's StreamingQueryException."""
+    from pyspark.errors import StreamingQueryException
+
+    source = tmp_path / "in"
+    source.mkdir()
+    drop_file(source, 0, 2)
+    frame = spark.readStream.schema("f INT, k INT").json(str(source))
+    bad = frame.selectExpr("raise_error('stream boom') AS x")
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(UNBOUNDED)
+    from_stream(bad, trigger={"availableNow": True}).subscribe(subscriber)
+    subscriber.await_terminal(120)
+    assert isinstance(subscriber.error, StreamingQueryException)
+    assert "stream boom" in str(subscriber.error)
+
+
+def test_spark_connect_is_refused_with_on_error(connect: Any) -> None:
+    """On Spark Connect the subscription is refused: on_subscribe, then on_error (§1.9)."""
+    frame = connect.readStream.format("rate").load()
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(1)
+    from_stream(frame).subscribe(subscriber)
+    subscriber.await_terminal(10)
+    assert isinstance(subscriber.error, NotImplementedError)
+
+
+def test_a_batch_dataframe_is_refused(spark: Any) -> None:
+    """from_stream needs a streaming DataFrame; bad options raise ValueError."""
+    with pytest.raises(ValueError, match="streaming"):
+        from_stream(spark.range(3))
+    frame = spark.readStream.format("rate").load()
+    with pytest.raises(ValueError):
+        from_stream(frame, buffer_size=0)
+    with pytest.raises(ValueError):
+        from_stream(frame, mode="pandas")  # type: ignore[arg-type]
