@@ -1,0 +1,119 @@
+"""The main job: its operators agree with Spark SQL, and a small run keeps its bound."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+from spark.pipeline import (  # noqa: E402
+    EVENTS_PER_WINDOW,
+    Config,
+    Tumbling,
+    Window,
+    events,
+    keep_event,
+    keep_table,
+    parse_batch,
+    parse_row,
+    row_partial,
+    table_partials,
+)
+
+pytestmark = pytest.mark.spark
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def truth(spark: Any, df: Any) -> list[tuple[int, int, int]]:
+    """(window, kept events, buys) per window, computed by Spark SQL."""
+    rows = spark.sql(
+        """
+        SELECT ts_ms DIV 60000 AS w, count(*) AS n, sum(CASE WHEN kind = 'buy' THEN 1 END) AS b
+        FROM (SELECT ts_ms, split(payload, ':')[0] AS kind,
+                     cast(replace(split(payload, ':')[1], ',', '') AS double) AS amount
+              FROM {df})
+        WHERE kind != 'error' AND amount >= 1.0
+        GROUP BY 1 ORDER BY 1
+        """,
+        df=df,
+    ).collect()
+    return [(r.w, r.n, r.b) for r in rows]
+
+
+def fold_rows(df: Any) -> list[Window]:
+    out: list[Window] = []
+    folder = Tumbling(out.append)
+    for row in df.collect():
+        event = parse_row(row)
+        if keep_event(event):
+            folder.push(row_partial(event))
+    folder.flush()
+    return out
+
+
+def fold_batches(df: Any) -> list[Window]:
+    out: list[Window] = []
+    folder = Tumbling(out.append)
+    for batch in df.toArrow().to_batches(max_chunksize=1000):
+        folder.push(table_partials(keep_table(parse_batch(batch))))
+    folder.flush()
+    return out
+
+
+def test_row_and_arrow_operators_agree_with_spark_sql(spark: Any) -> None:
+    """Both operator chains produce Spark SQL's per-window counts, and the same windows."""
+    df = events(spark, 3 * EVENTS_PER_WINDOW + 123, partitions=3)
+    by_rows = fold_rows(df)
+    by_batches = fold_batches(df)
+    expected = truth(spark, df)
+    assert [(w.window, w.events, w.buys) for w in by_rows] == expected
+    assert [(w.window, w.events, w.buys) for w in by_batches] == expected
+    assert [round(w.revenue, 4) for w in by_rows] == [round(w.revenue, 4) for w in by_batches]
+
+
+def test_the_bound_counts_every_stage() -> None:
+    """The promised bound covers the Rx stage's demand and the windows queued after it."""
+    rows = Config(mode="rows", rx_buffer=10, publish_on_prefetch=2, consumer_prefetch=3)
+    arrow = Config(mode="arrow", rx_buffer=10, max_rows_per_batch=100)
+    assert rows.bound_rows() >= 10 + (2 + 3 + 1) * EVENTS_PER_WINDOW
+    assert arrow.bound_rows() >= 10 * 100
+
+
+@pytest.mark.parametrize("mode", ["rows", "arrow"])
+def test_a_small_run_keeps_its_bound_and_counts(spark: Any, mode: str) -> None:
+    """The whole pipeline on 40k events: every window arrives, in flight stays in bound."""
+    pytest.importorskip("adapters.rx")
+    from spark.pipeline import run
+
+    config = Config(rows=40_000, mode=mode, partitions=4, consumer_delay=0.0)  # type: ignore[arg-type]
+    summary = run(spark, config)
+    expected = truth(spark, events(spark, config.rows, config.partitions))
+    assert summary.rows == config.rows
+    assert summary.windows == len(expected)
+    assert summary.totals.events == sum(n for _, n, _ in expected)
+    assert summary.max_in_flight <= summary.bound
+    assert summary.spark_jobs is not None and summary.spark_jobs >= config.partitions
+
+
+def test_the_main_command_explains_a_missing_java(tmp_path: Any) -> None:
+    """python -m spark without Java on PATH exits 2 and says what to install."""
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(tmp_path)  # no java here
+    result = subprocess.run(
+        [sys.executable, "-m", "spark", "--rows", "10"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Java" in result.stderr and "install" in result.stderr
