@@ -440,3 +440,40 @@ def test_bad_arguments_are_refused_at_once(spark: Any) -> None:
     with pytest.raises(TypeError):
         from_dataframe(None)  # type: ignore[call-overload]
     assert is_connect(df) is False
+
+
+@pytest.mark.stress
+def test_cancel_and_request_racing_from_many_threads(spark: Any) -> None:
+    """Requests and cancels racing from four threads while rows flow: no rule broken, no
+    signal after the cancel settles, every owned thread ends, no tagged job left running."""
+    df = sample(spark, rows=20_000, partitions=2)
+    tag = "race"
+    for round_ in range(12):
+        subscriber: RecordingSubscriber[Any] = RecordingSubscriber(round_ + 1)
+        from_dataframe(df, mode="arrow" if round_ % 2 else "rows", job_tag=tag).subscribe(
+            subscriber
+        )
+        subscriber.await_count(1, 120)
+        barrier = threading.Barrier(4)
+
+        def hammer(
+            i: int, s: RecordingSubscriber[Any] = subscriber, gate: Any = barrier
+        ) -> None:
+            gate.wait()
+            for _ in range(50):
+                if i % 2:
+                    s.request(3)
+                else:
+                    s.cancel()
+
+        threads = [threading.Thread(target=hammer, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        wait_until(no_owned_threads, 60, "the owned threads to end")
+        count = len(subscriber.elements)
+        subscriber.expect_no_signals(0.05)
+        assert len(subscriber.elements) == count
+        subscriber.assert_no_violations()
+    wait_until(lambda: active_jobs_for_tag(spark, tag) == [], 60, "no tagged job running")
