@@ -1,0 +1,1 @@
+"""TCK cases, one module per adapter: each defines ``CASES = [(column, Verification), ...]``."""

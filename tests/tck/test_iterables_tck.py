@@ -1,0 +1,29 @@
+"""The TCK over adapters.iterables and publish_on (cases in compat_matrix/cases/iterables.py)."""
+
+from compat_matrix.cases.iterables import (
+    FromIterableOnExecutorVerification,
+    FromIterableVerification,
+    PublishOnVerification,
+    ToIteratorSubscriberBlackboxVerification,
+    ToIteratorSubscriberWhiteboxVerification,
+)
+
+
+class TestFromIterable(FromIterableVerification):
+    pass
+
+
+class TestFromIterableOnExecutor(FromIterableOnExecutorVerification):
+    pass
+
+
+class TestPublishOn(PublishOnVerification):
+    pass
+
+
+class TestToIteratorWhitebox(ToIteratorSubscriberWhiteboxVerification):
+    pass
+
+
+class TestToIteratorBlackbox(ToIteratorSubscriberBlackboxVerification):
+    pass
