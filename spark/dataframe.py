@@ -68,8 +68,9 @@ class _DataFrameSource(Source[Any]):
 
     ``poll`` opens the reader on first use (the first Spark job starts only then), then pulls
     one row or batch per call, blocking on the socket while Spark computes a partition.
-    After ``interrupt`` a failing read is the echo of the cancel, not news: ``poll`` answers
-    ``EMPTY`` and the drain, seeing the cancel, closes the source without signalling.
+    After ``interrupt`` a failing read, or the end of the broken iterator, is the echo of the
+    cancel, not news: ``poll`` answers ``EMPTY`` and the drain, seeing the cancel, closes the
+    source without signalling (§1.8).
     """
 
     __slots__ = ("_executor", "_iterator", "_reader")
@@ -87,11 +88,16 @@ class _DataFrameSource(Source[Any]):
                 if reader.interrupted:
                     return EMPTY
                 iterator = self._iterator = reader.open()
-            return next(iterator, END)
+            value = next(iterator, END)
         except Exception:
             if reader.interrupted:  # the cancel broke the read: stay silent (§1.8)
                 return EMPTY
             raise  # §1.4: Spark's error becomes on_error
+        if value is END and reader.interrupted:
+            # The drain may poll again before it sees the cancel (demand it had not yet
+            # accounted for): the broken iterator's end is the cancel's echo, not completion.
+            return EMPTY
+        return value
 
     def close(self) -> None:
         try:

@@ -215,7 +215,7 @@ def test_cancel_interrupts_the_running_job_and_ends_the_thread(spark: Any) -> No
     assert job_status(spark, stuck) == "FAILED"  # cancelled, not finished
     wait_until(no_owned_threads, 30, "the owned thread to end")
     subscriber.expect_no_signals(0.2)
-    assert not subscriber.is_terminated
+    assert not subscriber.is_terminated, (subscriber.completed, repr(subscriber.error))
 
 
 def test_cancel_stops_the_prefetched_partition_job(spark: Any) -> None:
