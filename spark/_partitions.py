@@ -29,6 +29,7 @@ from __future__ import annotations
 import socket
 import threading
 import uuid
+import weakref
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, Literal
@@ -46,6 +47,7 @@ __all__ = [
     "make_reader",
     "new_tag",
     "spark_error",
+    "stopped_session",
 ]
 
 Mode = Literal["rows", "arrow"]
@@ -64,6 +66,22 @@ def new_tag() -> str:
 def is_connect(obj: object) -> bool:
     """True for a Spark Connect DataFrame or SparkSession (decided by type, without a call)."""
     return type(obj).__module__.startswith("pyspark.sql.connect")
+
+
+def stopped_session(df: Any) -> str | None:
+    """Why ``df``'s session cannot serve it, read from Python-side state only (no call into
+    Spark, so it is safe on any thread): ``None`` while the session looks alive."""
+    try:
+        session = df.sparkSession
+        if is_connect(session):
+            if session.is_stopped:
+                return "the Spark Connect session of this DataFrame was stopped"
+            return None
+        if session.sparkContext._jsc is None:
+            return "the SparkContext of this DataFrame was stopped"
+    except Exception:  # an unexpected shape: let the first pull report the real error
+        return None
+    return None
 
 
 def cancel_later(fn: Any, *args: Any) -> None:
@@ -136,6 +154,7 @@ class _ClassicReader(Reader):
         self._sc: Any = None
         self._sock: socket.socket | None = None
         self._iterator: Iterator[Any] | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
 
     def open(self) -> Iterator[Any]:
         from pyspark.sql.pandas.types import to_arrow_schema
@@ -179,6 +198,9 @@ class _ClassicReader(Reader):
             sockfile.close()
             sock.close()
             raise _Interrupted()
+        # A subscription abandoned without cancel is collected with its reader: close the
+        # socket then (the finalizer holds it), not whenever the collector reaches it.
+        self._finalizer = weakref.finalize(self, _close_quietly, sockfile, sock)
         stream = _serve(self, sockfile, sock, server, serializer)
         if schema is not None:
             stream = _decode(stream, schema, self._max_rows)
@@ -216,6 +238,8 @@ class _ClassicReader(Reader):
             close = getattr(iterator, "close", None)
             if close is not None:
                 close()  # the generator's finally closes the socket
+        if self._finalizer is not None:
+            self._finalizer()  # closes the socket even if the generator never started
         if sc is not None and self._started:
             for tag in self.tags:
                 try:
@@ -257,7 +281,7 @@ def _serve(
             try:  # closed early by the subscription: tell the server to stop cleanly
                 write_int(0, sockfile)
                 sockfile.flush()
-            except OSError:
+            except (OSError, ValueError):  # ValueError: already closed by the finalizer
                 pass
         sockfile.close()
         sock.close()
@@ -282,6 +306,14 @@ def spark_error(exc: Exception) -> Exception:
     except Exception:  # the JVM may be gone: keep the original error
         pass
     return exc
+
+
+def _close_quietly(sockfile: Any, sock: socket.socket) -> None:
+    for closable in (sockfile, sock):
+        try:
+            closable.close()
+        except OSError:
+            pass
 
 
 def _decode(stream: Iterator[bytes], schema: Any, max_rows: int | None) -> Iterator[Any]:

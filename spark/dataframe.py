@@ -27,9 +27,11 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar, final, 
 
 import pyarrow as pa
 
+from rs_core._demand import add_cap, produced
 from rs_core._drain import EMPTY, END, DrainSubscription, OnExecutor, Source, _Marker
 from rs_core._subscription import (
     CANCELLED,
+    reject,
     report_dropped,
     require_element,
     require_error,
@@ -38,7 +40,7 @@ from rs_core._subscription import (
 )
 from rs_core.api import Publisher, Subscriber, Subscription
 from rs_core.errors import OverflowViolation
-from spark._partitions import Mode, Reader, make_reader
+from spark._partitions import Mode, Reader, make_reader, stopped_session
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -155,7 +157,8 @@ class DataFramePublisher(Generic[T]):
 
     Rules: §1.1 and §3.17 (the drain emits only what was requested), §1.3 (all signals from
     one thread the subscription owns), §1.4 (a failing job or a stopped session becomes
-    ``on_error``), §1.9 (``on_subscribe`` first, on the subscribing thread), §3.5 (``cancel``
+    ``on_error``), §1.9 (``on_subscribe`` first, on the subscribing thread; a DataFrame whose
+    session is already stopped is refused at once, on_subscribe then on_error), §3.5 (``cancel``
     never blocks: the interrupt goes to a helper thread), §3.13 (sockets, iterators and the
     thread released on cancel and termination).
 
@@ -183,6 +186,10 @@ class DataFramePublisher(Generic[T]):
 
     def subscribe(self, subscriber: Subscriber[T]) -> None:
         require_subscriber(subscriber)  # §1.9
+        stopped = stopped_session(self._df)
+        if stopped is not None:  # known without calling Spark: refuse at once (§1.9)
+            reject(subscriber, RuntimeError(stopped))
+            return
         reader = make_reader(
             self._df,
             self._mode,
@@ -283,16 +290,26 @@ def _refuse_on_loop(name: str) -> None:
 class BatchSubscriber(Generic[T]):
     """Gathers elements into batches of ``batch_size`` for one consumer thread.
 
-    Requests ``batch_size`` at ``on_subscribe`` and then nothing until the consumer, through
-    :meth:`batches`, comes back for the next batch: so it holds at most one batch, and a slow
-    consumer (a Spark write) slows the publisher. Signals may arrive on any thread.
+    Demand is asked in whole batches: one at ``on_subscribe``, then one each time the consumer
+    of :meth:`batches` comes back for the next batch (``request_batches(k)`` asks for more
+    ahead). So the sinks hold at most one batch, and a slow consumer (a Spark write) slows the
+    publisher. Signals may arrive on any thread; the consumer runs on its own.
 
-    Rules: §2.1 (demand is signalled), §2.5 (a second ``on_subscribe`` is cancelled), §2.13
-    (``None`` arguments raise ``TypeError``), §1.1 (more than requested cancels upstream and
-    fails with ``OverflowViolation``), §2.6/§3.13 (closing the iterator early cancels).
+    Rules: §2.1 (demand is signalled), §2.5 (a second ``on_subscribe`` is cancelled), §2.8
+    (elements after ``cancel`` are dropped), §2.13 (``None`` arguments raise ``TypeError``),
+    §1.1 (more than requested cancels upstream and fails with ``OverflowViolation``),
+    §3.13 (closing the iterator early cancels and drops the buffer).
     """
 
-    __slots__ = ("_batch_size", "_buffer", "_cond", "_done", "_error", "_upstream")
+    __slots__ = (
+        "_batch_size",
+        "_buffer",
+        "_cond",
+        "_done",
+        "_error",
+        "_outstanding",
+        "_upstream",
+    )
 
     def __init__(self, batch_size: int = 10_000) -> None:
         if type(batch_size) is not int or batch_size <= 0:
@@ -301,8 +318,13 @@ class BatchSubscriber(Generic[T]):
         self._cond = threading.Condition(threading.Lock())
         self._buffer: list[T] = []
         self._upstream: Subscription | None = None
+        self._outstanding = 0  # requested and not yet received
         self._done = False
         self._error: Exception | None = None
+
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
 
     # -- Subscriber ----------------------------------------------------------------------------
 
@@ -315,32 +337,27 @@ class BatchSubscriber(Generic[T]):
         if duplicate:  # §2.5 (or the consumer already closed)
             subscription.cancel()
             return
-        subscription.request(self._batch_size)  # §2.1: the first batch
+        self.request_batches(1)  # §2.1: the first batch
 
     def on_next(self, element: T) -> None:
         require_element(element)  # §2.13
         with self._cond:
             if self._done:
                 return  # §2.8: after cancel
-            if len(self._buffer) >= self._batch_size:  # §1.1
-                overflow = True
-            else:
-                overflow = False
+            overflow = self._outstanding == 0  # §1.1
+            if not overflow:
+                self._outstanding = produced(self._outstanding, 1)
                 self._buffer.append(element)
-                if len(self._buffer) == self._batch_size:
+                if len(self._buffer) >= self._batch_size:
                     self._cond.notify_all()
         if overflow:
-            self._fail(
-                OverflowViolation(f"§1.1: more than the {self._batch_size} requested elements")
-            )
+            self._fail(OverflowViolation("§1.1: an element arrived that was not requested"))
 
     def on_error(self, error: Exception) -> None:
         require_error(error)  # §2.13
         with self._cond:
-            if self._done:
-                late = True
-            else:
-                late = False
+            late = self._done
+            if not late:
                 self._error = error
                 self._done = True
                 self._upstream = CANCELLED  # §2.4
@@ -358,11 +375,43 @@ class BatchSubscriber(Generic[T]):
 
     # -- consumer ------------------------------------------------------------------------------
 
+    def request_batches(self, k: int = 1) -> None:
+        """Ask upstream for ``k`` more batches (``k * batch_size`` elements)."""
+        with self._cond:
+            upstream = None if self._done else self._upstream
+            if upstream is not None:
+                self._outstanding = add_cap(self._outstanding, k * self._batch_size)
+        if upstream is not None and upstream is not CANCELLED:
+            upstream.request(k * self._batch_size)
+
+    def next_batch(self, timeout: float | None = None) -> list[T] | None:
+        """Wait for a full batch (or the shorter last one) and take it; ``None`` at the end.
+
+        Raises the publisher's error once the elements before it were taken, and
+        ``TimeoutError`` when nothing completes within ``timeout`` seconds.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        size = self._batch_size
+        with self._cond:
+            while len(self._buffer) < size and not self._done:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"no batch of {size} within {timeout} s")
+                self._cond.wait(left)
+            batch, self._buffer = self._buffer[:size], self._buffer[size:]
+            error = self._error if not batch else None
+            if error is not None:
+                self._error = None
+        if batch:
+            return batch  # an error, if any, comes after the elements that preceded it
+        if error is not None:
+            raise error
+        return None
+
     def batches(self, timeout: float | None = None) -> Generator[list[T], None, None]:
         """Yield each batch; the next one is requested when the consumer asks for it.
 
-        The last batch may be shorter. Raises the publisher's error after the batches that
-        came before it; closing the iterator early cancels the subscription.
+        Closing the iterator before the end cancels the subscription.
 
         Args:
             timeout: give up (``TimeoutError``, subscription cancelled) when no batch
@@ -371,15 +420,12 @@ class BatchSubscriber(Generic[T]):
         finished = False
         try:
             while True:
-                batch = self._take(timeout)
+                batch = self.next_batch(timeout)
                 if batch is None:
                     finished = True
                     return
                 yield batch
-                with self._cond:  # the consumer is done with the batch: ask for the next one
-                    upstream = None if self._done else self._upstream
-                if upstream is not None:
-                    upstream.request(self._batch_size)
+                self.request_batches(1)  # the consumer is done with the batch
         finally:
             if not finished:
                 self.cancel()
@@ -393,23 +439,6 @@ class BatchSubscriber(Generic[T]):
             self._cond.notify_all()
         if upstream is not None and upstream is not CANCELLED and not was_done:
             upstream.cancel()
-
-    def _take(self, timeout: float | None) -> list[T] | None:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while len(self._buffer) < self._batch_size and not self._done:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise TimeoutError(f"no batch of {self._batch_size} within {timeout} s")
-                self._cond.wait(left)
-            batch, self._buffer = self._buffer, []
-            error = self._error
-        if batch:
-            return batch  # the error, if any, comes after the batch that preceded it
-        if error is not None:
-            self._error = None
-            raise error
-        return None
 
     def _fail(self, error: Exception) -> None:
         with self._cond:
