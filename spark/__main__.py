@@ -1,7 +1,7 @@
 """``python -m spark`` (``make demo``): Spark events -> RxPY -> a slow asyncio consumer.
 
 A DataFrame of synthetic events is streamed with ``from_dataframe`` through ``rx_processor``
-(parse, filter, a one-minute tumbling window aggregate), across ``publish_on``, into a
+(parse, filter, a ten-second tumbling event-time window aggregate), across ``publish_on``, into a
 coroutine that sleeps after every window. A progress bar follows the consumer; the summary
 shows rows, seconds, rows/s, the most rows in flight against the bound the stages promise
 (the proof that backpressure held) and the Spark jobs run. Exit status: 0 when the bound
@@ -11,8 +11,10 @@ held, 1 when it did not, 2 when Spark could not start.
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 from typing import Any
+from urllib.parse import urlparse
 
 from spark.local import SparkStartError, java_problem, local_session
 
@@ -31,17 +33,33 @@ def _parser() -> argparse.ArgumentParser:
     )
     target.add_argument("--remote", metavar="sc://host:port", help="a Spark Connect server")
     parser.add_argument(
-        "--delay", type=float, default=0.1, help="consumer seconds per window (default 0.1)"
+        "--delay", type=float, default=0.02, help="consumer seconds per window (default 0.02)"
     )
     parser.add_argument("--partitions", type=int, default=8, help="DataFrame partitions")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
 
+def _check_reachable(url: str) -> None:
+    """Fail fast on an unreachable server (the Connect client would retry for minutes)."""
+    parsed = urlparse(url)
+    if parsed.scheme != "sc" or not parsed.hostname:
+        raise SparkStartError(f"--remote needs an address like sc://host:15002, got {url!r}")
+    port = parsed.port or 15002
+    try:
+        socket.create_connection((parsed.hostname, port), timeout=10).close()
+    except OSError as exc:
+        raise SparkStartError(
+            f"cannot reach the Spark Connect server at {parsed.hostname}:{port} ({exc}); "
+            "start one with $SPARK_HOME/sbin/start-connect-server.sh"
+        ) from exc
+
+
 def _session(args: argparse.Namespace) -> Any:
     if args.remote:
         from pyspark.sql import SparkSession
 
+        _check_reachable(args.remote)
         try:
             session = SparkSession.builder.remote(args.remote).getOrCreate()
             session.range(1).collect()  # reach the server now, so failures are clear
@@ -78,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     where = args.remote or args.master
     print(
         f"{config.rows:,} events from Spark ({where}), mode {config.mode} -> rx_processor "
-        f"(parse, filter, 1-minute windows) -> publish_on -> slow asyncio consumer "
+        f"(parse, filter, 10-second windows) -> publish_on -> slow asyncio consumer "
         f"({config.consumer_delay:g} s per window)",
         file=sys.stderr,
     )

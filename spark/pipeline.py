@@ -34,8 +34,8 @@ __all__ = [
     "run",
 ]
 
-WINDOW_MS: Final = 60_000
-"""Tumbling event-time windows of one minute."""
+WINDOW_MS: Final = 10_000
+"""Tumbling event-time windows of ten seconds (1,000 events)."""
 TICK_MS: Final = 10
 """Synthetic clock: event ``id`` happens at ``id * TICK_MS`` milliseconds."""
 EVENTS_PER_WINDOW: Final = WINDOW_MS // TICK_MS
@@ -346,21 +346,34 @@ class Config:
     rows: int = 2_000_000
     mode: Literal["rows", "arrow"] = "rows"
     partitions: int = 8
-    rx_buffer: int = 256
+    rx_buffer: int = 32
     publish_on_prefetch: int = 8
     consumer_prefetch: int = 8
-    consumer_delay: float = 0.1
-    max_rows_per_batch: int = 4096
+    consumer_delay: float = 0.02
+    max_rows_per_batch: int = 1024
     job_tag: str = "rs-main-job"
 
     def bound_rows(self) -> int:
-        """Rows that may be in flight: the Rx stage's demand on the source (rows, or
-        batches of ``max_rows_per_batch``), the open window, and the windows queued in
-        ``publish_on``, in ``to_async_iterator`` and at the Rx stage's output, plus the one
-        the consumer holds."""
-        per_element = 1 if self.mode == "rows" else self.max_rows_per_batch
-        windows = 1 + self.rx_buffer + self.publish_on_prefetch + self.consumer_prefetch + 1
-        return self.rx_buffer * per_element + windows * EVENTS_PER_WINDOW
+        """Source rows that may be in flight, from what each stage promises.
+
+        ``rx_processor`` keeps ``queued outputs + outstanding inputs <= rx_buffer``: at most
+        ``rx_buffer`` inputs (rows, or batches of ``max_rows_per_batch``) and the windows
+        they complete; then the open window, the windows queued in ``publish_on`` and in
+        ``to_async_iterator``, the one each of them hands over, and the one the consumer holds.
+        """
+        if self.mode == "rows":
+            per_input, windows_per_input = 1, 1
+        else:
+            per_input = self.max_rows_per_batch
+            windows_per_input = -(-self.max_rows_per_batch // EVENTS_PER_WINDOW) + 1
+        windows = (
+            self.rx_buffer * windows_per_input
+            + 1  # the open window
+            + self.publish_on_prefetch
+            + self.consumer_prefetch
+            + 3  # handed over by publish_on, by to_async_iterator, held by the consumer
+        )
+        return self.rx_buffer * per_input + windows * EVENTS_PER_WINDOW
 
 
 @dataclass

@@ -14,6 +14,7 @@ pytest.importorskip("pyarrow")
 
 from spark.pipeline import (  # noqa: E402
     EVENTS_PER_WINDOW,
+    WINDOW_MS,
     Config,
     Tumbling,
     Window,
@@ -34,11 +35,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def truth(spark: Any, df: Any) -> list[tuple[int, int, int]]:
     """(window, kept events, buys) per window, computed by Spark SQL."""
     rows = spark.sql(
-        """
-        SELECT ts_ms DIV 60000 AS w, count(*) AS n, sum(CASE WHEN kind = 'buy' THEN 1 END) AS b
+        f"""
+        SELECT ts_ms DIV {WINDOW_MS} AS w, count(*) AS n,
+               sum(CASE WHEN kind = 'buy' THEN 1 END) AS b
         FROM (SELECT ts_ms, split(payload, ':')[0] AS kind,
                      cast(replace(split(payload, ':')[1], ',', '') AS double) AS amount
-              FROM {df})
+              FROM {{df}})
         WHERE kind != 'error' AND amount >= 1.0
         GROUP BY 1 ORDER BY 1
         """,
@@ -117,3 +119,17 @@ def test_the_main_command_explains_a_missing_java(tmp_path: Any) -> None:
     )
     assert result.returncode == 2, result.stderr
     assert "Java" in result.stderr and "install" in result.stderr
+
+
+def test_the_main_command_explains_an_unreachable_connect_server() -> None:
+    """python -m spark --remote at a closed port exits 2 at once, naming the address."""
+    result = subprocess.run(
+        [sys.executable, "-m", "spark", "--remote", "sc://127.0.0.1:1", "--rows", "10"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "cannot reach the Spark Connect server at 127.0.0.1:1" in result.stderr
