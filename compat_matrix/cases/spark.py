@@ -155,3 +155,18 @@ CASES = [
     ("spark sink BatchSubscriber (whitebox)", BatchSubscriberWhiteboxVerification),
     ("spark sink BatchSubscriber (blackbox)", BatchSubscriberBlackboxVerification),
 ]
+
+
+def grid_sources() -> list[Any]:
+    """The Spark sources for the source x sink grid (``compat_matrix.grid``): ``n`` rows of
+    ``spark.range(n)``, normalised to their ids. They emit only on demand (slack 0)."""
+    from compat_matrix.grid import Source
+
+    return [
+        Source("from_dataframe(rows)", lambda n: from_dataframe(_frame(n)), lambda row: row.id),
+        Source(
+            "from_dataframe(arrow)",
+            lambda n: from_dataframe(_frame(n), mode="arrow", max_rows_per_batch=1),
+            lambda batch: batch.column(0)[0].as_py(),
+        ),
+    ]
