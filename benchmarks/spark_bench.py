@@ -21,7 +21,7 @@ from typing import Any
 
 __all__ = ["QUICK", "run"]
 
-QUICK = {"rows": 200_000}
+QUICK = {"rows": 200_000, "rss_rows": 500_000}
 
 _PARTITIONS = 8
 
