@@ -80,7 +80,8 @@ def local_session(
     shuffle_partitions: int = 4,
     conf: dict[str, str] | None = None,
 ) -> SparkSession:
-    """An embedded classic session with the UI and console progress bars off.
+    """An embedded classic session with the UI and console progress bars off, whose Python
+    workers run this interpreter (unless ``PYSPARK_PYTHON`` says otherwise).
 
     Raises:
         SparkStartError: when Java is missing or the JVM does not start.
@@ -104,6 +105,8 @@ def local_session(
     except Exception as exc:
         raise SparkStartError(f"Spark could not start with master {master!r}: {exc}") from exc
     session.sparkContext.setLogLevel("ERROR")
+    if "PYSPARK_PYTHON" not in os.environ:  # Python workers (UDFs) run this interpreter,
+        session.sparkContext.pythonExec = sys.executable  # not whatever `python3` is
     return session
 
 
