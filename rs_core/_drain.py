@@ -238,6 +238,12 @@ class DrainSubscription(Generic[T]):
         self._schedule()
 
     @property
+    def demand(self) -> int:
+        """Requested and not yet delivered (a snapshot; ``UNBOUNDED`` once unbounded)."""
+        with self._lock:
+            return self._demand
+
+    @property
     def is_cancelled(self) -> bool:
         """True once cancelled, or once a terminal signal was delivered (§1.6)."""
         return self._cancelled

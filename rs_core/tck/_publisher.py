@@ -141,11 +141,10 @@ class PublisherVerification(Generic[T]):
         if self.skip_stochastic_tests():
             raise skip("skip_stochastic_tests() is True")
         elements = 10
-        publisher = self._publisher(elements)
         env = self.env()
         for _ in range(100):
             sub = _RequestingSubscriber[T](env, from_other_thread=True)
-            self._subscribe(publisher, sub)
+            self._subscribe(self._publisher(elements), sub)
             sub.request(1)
             sub.expect_completion("1.3", "completion of a stream requested from on_next")
             sub.join_requesters()
