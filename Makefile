@@ -7,7 +7,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck matrix bench clean
+RX6 := .venv-rx6
+RX6_STAMP := $(RX6)/.installed
+
+.PHONY: demo test test-rx6 matrix bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +25,18 @@ test: $(STAMP)
 	$(PY) -m ruff check rs_core adapters spark compat_matrix benchmarks tests
 	$(PY) -m mypy rs_core adapters spark
 	$(PY) -m pytest $(PYTEST_ARGS)
+	$(MAKE) test-rx6
+
+# The RxPY adapter also runs against the newest reactivex (6.x), which cannot share .venv
+# with aioreactive (it caps reactivex below 5).
+$(RX6_STAMP): pyproject.toml
+	@test -x $(RX6)/bin/python || $(PYTHON) -m venv $(RX6)
+	$(RX6)/bin/python -m pip install --quiet --upgrade pip
+	$(RX6)/bin/python -m pip install --quiet -e . 'reactivex>=6,<7' pytest pytest-asyncio pytest-timeout
+	@touch $(RX6_STAMP)
+
+test-rx6: $(RX6_STAMP)
+	$(RX6)/bin/python -m pytest -p no:cacheprovider tests/adapters/test_rx.py tests/tck/test_rx_tck.py tests/tck/test_iterables_tck.py
 
 matrix: $(STAMP)
 	$(PY) -m compat_matrix
@@ -30,4 +45,4 @@ bench: $(STAMP)
 	$(PY) -m benchmarks
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(RX6) .pytest_cache .mypy_cache .ruff_cache
