@@ -285,12 +285,10 @@ class _Metered:
 
 def rx_stage(mode: Literal["rows", "arrow"], meter: Meter, buffer_size: int) -> Any:
     """``rx_processor`` running parse, filter and the tumbling window aggregate."""
-    import importlib
-
     import reactivex
     from reactivex import operators as ops
 
-    rx_processor = importlib.import_module("adapters.rx").rx_processor  # lands in parallel
+    from adapters.rx import rx_processor
 
     def drop_row(event: tuple[int, str, float]) -> bool:
         keep = keep_event(event)

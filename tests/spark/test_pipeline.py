@@ -91,7 +91,7 @@ def test_the_bound_counts_every_stage() -> None:
 @pytest.mark.parametrize("mode", ["rows", "arrow"])
 def test_a_small_run_keeps_its_bound_and_counts(spark: Any, mode: str) -> None:
     """The whole pipeline on 40k events: every window arrives, in flight stays in bound."""
-    pytest.importorskip("adapters.rx")
+    pytest.importorskip("reactivex")
     from spark.pipeline import run
 
     config = Config(rows=40_000, mode=mode, partitions=4, consumer_delay=0.0)  # type: ignore[arg-type]
