@@ -25,8 +25,23 @@ def _run_suite(name: str, quick: bool) -> list[Result]:
     kwargs: dict[str, Any] = {}
     if quick:
         kwargs = getattr(module, "QUICK", {"n": 100_000, "repeats": 2})
-    results: list[Result] = module.run(**kwargs)
-    return results
+    raw: list[Any] = module.run(**kwargs)
+    return [_as_result(r) for r in raw]
+
+
+def _as_result(r: Any) -> Result:
+    """Suites return Result objects, or dicts with the same fields (spark_bench)."""
+    if isinstance(r, Result):
+        return r
+    return Result(
+        name=r["name"],
+        ours=r["ours"],
+        baseline=r.get("baseline"),
+        unit=r.get("unit", ""),
+        target=r.get("target"),
+        baseline_name=r.get("baseline_name", ""),
+        note=r.get("note", ""),
+    )
 
 
 def _table(results: list[Result]) -> str:
