@@ -24,7 +24,7 @@ from typing import Any, Final, Generic, TypeVar, final
 
 from rs_core._drain import EMPTY, END, DrainPolicy, DrainSubscription, Source, _Marker
 from rs_core._prefetch import PrefetchQueue
-from rs_core._subscription import reject, report_dropped, require_subscriber
+from rs_core._subscription import OneShot, reject, report_dropped, require_subscriber
 from rs_core.api import Publisher, Subscriber
 
 __all__ = [
@@ -274,7 +274,7 @@ class AsyncIterablePublisher(Generic[T]):
     ``aclose()``s the iterator on the loop.
     """
 
-    __slots__ = ("__weakref__", "_aiterable", "_lock", "_loop", "_one_shot", "_used")
+    __slots__ = ("__weakref__", "_aiterable", "_loop", "_one_shot")
 
     def __init__(
         self, aiterable: AsyncIterable[T], loop: asyncio.AbstractEventLoop | None = None
@@ -288,9 +288,11 @@ class AsyncIterablePublisher(Generic[T]):
             raise TypeError(f"loop must be an asyncio event loop, got {type(loop).__name__}")
         self._aiterable = aiterable
         self._loop = loop
-        self._one_shot = isinstance(aiterable, AsyncIterator)
-        self._used = False
-        self._lock = threading.Lock()
+        self._one_shot = (
+            OneShot("async iterator or generator")
+            if isinstance(aiterable, AsyncIterator)
+            else None
+        )
 
     def subscribe(self, subscriber: Subscriber[T]) -> None:
         require_subscriber(subscriber)  # §1.9
@@ -298,18 +300,10 @@ class AsyncIterablePublisher(Generic[T]):
         if isinstance(loop, Exception):
             reject(subscriber, loop)
             return
-        if self._one_shot:
-            with self._lock:
-                used, self._used = self._used, True
-            if used:
-                reject(
-                    subscriber,
-                    RuntimeError(
-                        "§1.9: this publisher wraps a one-shot async iterator or generator that "
-                        "an earlier subscriber already consumed; wrap an async iterable whose "
-                        "__aiter__ returns a fresh iterator to serve many subscribers"
-                    ),
-                )
+        if self._one_shot is not None:
+            used = self._one_shot.take()
+            if used is not None:
+                reject(subscriber, used)
                 return
         try:
             iterator = aiter(self._aiterable)

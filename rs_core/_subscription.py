@@ -6,6 +6,7 @@ place where an error that cannot be signalled any more is reported (Reactor's on
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Final, final
 
 from rs_core.api import Subscriber, Subscription
@@ -14,6 +15,7 @@ __all__ = [
     "CANCELLED",
     "EMPTY_SUBSCRIPTION",
     "EmptySubscription",
+    "OneShot",
     "reject",
     "report_dropped",
     "require_element",
@@ -80,6 +82,30 @@ def require_error(error: object) -> None:
     """§2.13: ``on_error(None)`` raises ``TypeError``."""
     if error is None:
         raise TypeError("§2.13: on_error() requires an exception, got None")
+
+
+@final
+class OneShot:
+    """Guards a source that can be consumed once (an iterator, a generator): the first
+    ``take()`` wins; later ones get the §1.9 rejection error to pass to :func:`reject`."""
+
+    __slots__ = ("_lock", "_taken", "_what")
+
+    def __init__(self, what: str) -> None:
+        self._lock = threading.Lock()
+        self._taken = False
+        self._what = what
+
+    def take(self) -> Exception | None:
+        with self._lock:
+            taken, self._taken = self._taken, True
+        if not taken:
+            return None
+        return RuntimeError(
+            f"§1.9: this publisher wraps a one-shot {self._what} that an earlier subscriber "
+            "already consumed; wrap an iterable whose __iter__ (or __aiter__) returns a fresh "
+            "iterator to serve many subscribers"
+        )
 
 
 def reject(subscriber: Subscriber[Any], error: Exception) -> None:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Iterator
 from functools import partial
 from types import GeneratorType
 from typing import Generic, TypeVar, final
 
 from rs_core._drain import END, INLINE, DrainPolicy, DrainSubscription, Source
-from rs_core._subscription import reject, require_subscriber
+from rs_core._subscription import OneShot, reject, require_subscriber
 from rs_core.api import Subscriber
 
 __all__ = ["IterablePublisher"]
@@ -50,32 +49,25 @@ class IterablePublisher(Generic[T]):
     Cancel closes a generator, so its ``finally`` blocks run (§3.13).
     """
 
-    __slots__ = ("__weakref__", "_iterable", "_lock", "_one_shot", "_policy", "_used")
+    __slots__ = ("__weakref__", "_iterable", "_one_shot", "_policy")
 
     def __init__(self, iterable: Iterable[T], *, policy: DrainPolicy = INLINE) -> None:
         if not isinstance(iterable, Iterable):
             raise TypeError(f"from_iterable() requires an iterable, got {type(iterable).__name__}")
         self._iterable = iterable
-        self._one_shot = isinstance(iterable, Iterator | GeneratorType)
-        self._used = False
-        self._lock = threading.Lock()
+        self._one_shot = (
+            OneShot("iterator or generator")
+            if isinstance(iterable, Iterator | GeneratorType)
+            else None
+        )
         self._policy = policy
 
     def subscribe(self, subscriber: Subscriber[T]) -> None:
         require_subscriber(subscriber)  # §1.9
-        if self._one_shot:
-            with self._lock:
-                used, self._used = self._used, True
-            if used:
-                reject(
-                    subscriber,
-                    RuntimeError(
-                        "§1.9: this publisher wraps a one-shot iterator or generator that an "
-                        "earlier subscriber already consumed; wrap a re-iterable (a list, a "
-                        "range, or an object whose __iter__ returns a fresh generator) to serve "
-                        "many subscribers"
-                    ),
-                )
+        if self._one_shot is not None:
+            used = self._one_shot.take()
+            if used is not None:
+                reject(subscriber, used)
                 return
         try:
             iterator = iter(self._iterable)
