@@ -123,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-grid", action="store_true", help="skip the source x sink grid")
     parser.add_argument("--out", default="docs", help="output folder (default: docs)")
     parser.add_argument("--grid-elements", type=int, default=300)
+    parser.add_argument(
+        "--no-spark-grid", action="store_true", help="leave the Spark sources out of the grid"
+    )
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
 
@@ -139,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(run_case(module, column, cls, bar.update if bar is not None else None))
     if bar is not None:
         bar.close()
-    cells = [] if args.no_grid else run_grid(args.grid_elements)
+    cells = [] if args.no_grid else run_grid(args.grid_elements, spark=not args.no_spark_grid)
 
     versions = _versions()
     out = Path(args.out)

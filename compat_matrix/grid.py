@@ -108,8 +108,9 @@ class _TapSubscriber:
 # -- the registries ------------------------------------------------------------------------
 
 
-def sources() -> Iterator[Source | tuple[str, str]]:
-    """Every available source; ``(name, reason)`` for one whose library is missing."""
+def sources(spark: bool = False) -> Iterator[Source | tuple[str, str]]:
+    """Every available source; ``(name, reason)`` for one whose library is missing.
+    ``spark=True`` adds the Spark sources (starts a local Spark session)."""
     from adapters.iterables import from_iterable
 
     yield Source("from_iterable(generator)", lambda n: from_iterable(_gen(n)))
@@ -144,6 +145,13 @@ def sources() -> Iterator[Source | tuple[str, str]]:
         )
     except ImportError as exc:
         yield ("from_async_observable", str(exc))
+    if spark:
+        try:
+            from compat_matrix.cases.spark import grid_sources
+
+            yield from grid_sources()
+        except ImportError as exc:
+            yield ("from_dataframe", str(exc))
 
 
 def sinks() -> Iterator[Sink | tuple[str, str]]:
@@ -273,10 +281,10 @@ def run_cell(source: Source, sink: Sink, via: str, n: int, delay: float) -> Cell
     )
 
 
-def run_grid(n: int = 300, delay: float = 0.0005) -> list[Cell]:
+def run_grid(n: int = 300, delay: float = 0.0005, spark: bool = False) -> list[Cell]:
     """Every source x sink, direct and through ``publish_on``."""
     cells: list[Cell] = []
-    srcs = list(sources())
+    srcs = list(sources(spark))
     snks = list(sinks())
     for src in srcs:
         for snk in snks:
