@@ -136,17 +136,18 @@ class _AsyncIteratorSource(Source[T]):
     """A pump task that awaits one ``__anext__`` per unit of demand; ``close()`` acloses.
 
     ``poll`` finding nothing ready is the drain asking for one more element (it polls only
-    while there is demand): it grants the pump one ``__anext__`` and returns ``EMPTY``; the
-    pump stores the outcome and calls ``wake()``. So at most one ``__anext__`` is in flight
-    and none runs ahead of demand. A single pump task awaits every ``__anext__``, so the
-    iterator runs in one task and one context, as in a plain ``async for``. Every method but
-    ``close`` runs on the loop; ``close`` runs elsewhere only once the loop is closed.
+    while there is demand): it grants the pump one ``__anext__`` (starting the pump task if
+    none runs) and returns ``EMPTY``; the pump stores the outcome and calls ``wake()``, which
+    drains at once (``LoopPolicy``) and may grant the next one. So at most one ``__anext__``
+    is in flight and none runs ahead of demand. The pump ends when demand runs out, so an
+    abandoned idle subscription leaves no pending task behind; while it runs, ``_TASKS`` holds
+    it. Every ``__anext__`` runs in the subscription's one ``contextvars`` context. Every
+    method but ``close`` runs on the loop; ``close`` runs elsewhere only once the loop is closed.
     """
 
     __slots__ = (
         "_context",
         "_exhausted",
-        "_grant",
         "_iterator",
         "_loop",
         "_outcome",
@@ -166,7 +167,6 @@ class _AsyncIteratorSource(Source[T]):
         self._context = context
         self._pump: asyncio.Task[None] | None = None
         self._wanted = False  # the drain asked for one element the pump has not fetched yet
-        self._grant: asyncio.Future[None] | None = None  # the pump waits on it for demand
         self._outcome: T | _Marker | _Failure = _NOTHING
         self._exhausted = False
         self._wake: Callable[[], None] | None = None
@@ -184,12 +184,9 @@ class _AsyncIteratorSource(Source[T]):
         if not self._wanted and self._iterator is not None:
             # One unit of demand, one __anext__ (§1.1, §3.10).
             self._wanted = True
-            if self._pump is None:
-                self._pump = self._loop.create_task(self._run(), context=self._context)
-            else:
-                grant, self._grant = self._grant, None
-                if grant is not None and not grant.done():
-                    grant.set_result(None)
+            if self._pump is None:  # else the running pump sees _wanted before it ends
+                self._pump = pump = self._loop.create_task(self._run(), context=self._context)
+                _keep(pump)
         return EMPTY
 
     def at_end(self) -> bool:
@@ -197,15 +194,17 @@ class _AsyncIteratorSource(Source[T]):
         return outcome is END or isinstance(outcome, _Failure)
 
     async def _run(self) -> None:
-        loop = self._loop
-        while True:
+        try:
+            await self._pump_while_wanted()
+        finally:
+            if self._pump is asyncio.current_task():
+                self._pump = None
+
+    async def _pump_while_wanted(self) -> None:
+        while self._wanted:
             iterator = self._iterator
             if iterator is None:  # closed
                 return
-            if not self._wanted:
-                grant = self._grant = loop.create_future()
-                await grant  # CancelledError (close) propagates
-                continue
             try:
                 value = await iterator.__anext__()
             except StopAsyncIteration:
@@ -289,9 +288,7 @@ class AsyncIterablePublisher(Generic[T]):
         self._aiterable = aiterable
         self._loop = loop
         self._one_shot = (
-            OneShot("async iterator or generator")
-            if isinstance(aiterable, AsyncIterator)
-            else None
+            OneShot("async iterator or generator") if isinstance(aiterable, AsyncIterator) else None
         )
 
     def subscribe(self, subscriber: Subscriber[T]) -> None:

@@ -1,15 +1,34 @@
-"""TCK cases for ``adapters.aioreactive`` (the loop runs on the TCK's helper thread)."""
+"""TCK cases for ``adapters.aioreactive`` (the loop runs on the TCK's helper thread).
+
+- ``from_async_observable`` over ``aioreactive.from_async_iterable`` of a re-iterable async
+  generator (its worker awaits ``asend``, so demand paces it); the failed publisher is a
+  source whose ``subscribe_async`` raises (reported without any demand, §1.4).
+- the Subscriber inside ``to_async_observable``, in black-box mode, while its pump task on
+  the TCK's loop sends to an aioreactive observer and awaits each ``asend``.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import aioreactive as rx
+from aioreactive import AsyncObservable
+from expression.system import AsyncDisposable
 
-from adapters.aioreactive import from_async_observable
-from compat_matrix.cases.async_iterables import _Numbers
-from rs_core import Publisher
-from rs_core.tck import PublisherVerification
+from adapters.aioreactive import from_async_observable, to_async_observable
+from compat_matrix.cases.async_iterables import Handoff, _Numbers
+from rs_core import Publisher, Subscriber
+from rs_core.tck import PublisherVerification, SubscriberBlackboxVerification
+
+
+class _FailingObservable(AsyncObservable[int]):
+    """An async observable that cannot be subscribed to."""
+
+    async def subscribe_async(
+        self, send: Any = None, throw: Any = None, close: Any = None
+    ) -> AsyncDisposable:
+        raise ConnectionError("TCK: this source cannot be subscribed to")
 
 
 class FromAsyncObservableVerification(PublisherVerification[int]):
@@ -20,10 +39,40 @@ class FromAsyncObservableVerification(PublisherVerification[int]):
         return from_async_observable(source, loop=self.env().event_loop())
 
     def create_failed_publisher(self) -> Publisher[int] | None:
-        # Known gap (see the session note): from_async_observable subscribes to the source at
-        # the first demand, so a source that fails at once reports it only after request();
-        # the §1.4 / §1.9 rejection tests, which never request, would wait in vain.
-        return None
+        return from_async_observable(_FailingObservable(), loop=self.env().event_loop())
 
 
-CASES = [("from_async_observable", FromAsyncObservableVerification)]
+class ToAsyncObservableSubscriberBlackboxVerification(SubscriberBlackboxVerification[int]):
+    """The subscriber inside ``to_async_observable`` (prefetch 4), feeding an observer on the
+    TCK's loop that awaits a little in each ``asend``."""
+
+    def create_subscriber(self) -> Subscriber[int]:
+        handoff: Handoff[int] = Handoff()
+
+        async def asend(value: int) -> None:
+            await asyncio.sleep(0)
+
+        async def start() -> AsyncDisposable:
+            observable = to_async_observable(handoff, prefetch=4)
+            return await observable.subscribe_async(rx.AsyncAnonymousObserver(asend))
+
+        loop = self.env().event_loop()
+        disposable = asyncio.run_coroutine_threadsafe(start(), loop).result(
+            self.env().default_timeout
+        )
+        self.__dict__.setdefault("_disposables", []).append((loop, disposable))
+        return handoff.subscriber.result(self.env().default_timeout)
+
+    def create_element(self, i: int) -> int:
+        return i
+
+    def teardown_method(self, method: object) -> None:
+        """Dispose the subscriptions a test left open."""
+        for loop, disposable in self.__dict__.pop("_disposables", []):
+            asyncio.run_coroutine_threadsafe(disposable.dispose_async(), loop).result(5)
+
+
+CASES = [
+    ("from_async_observable", FromAsyncObservableVerification),
+    ("to_async_observable (blackbox)", ToAsyncObservableSubscriberBlackboxVerification),
+]

@@ -1,12 +1,23 @@
-"""TCK cases for ``adapters.async_iterables`` (the loop runs on the TCK's helper thread)."""
+"""TCK cases for ``adapters.async_iterables`` (the loop runs on the TCK's helper thread).
+
+- ``from_async_iterable`` over a re-iterable async generator (PublisherVerification);
+- the Subscriber inside ``to_async_iterator`` in black-box mode, twice: alone (its bounded
+  prefetch queue, nobody consuming) and in its habitat, with an ``async for`` consuming it on
+  the TCK's loop, so the loop-side hand-off and the 75% replenishment are under test too.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from concurrent.futures import Future
+from typing import Any, Generic, TypeVar
 
 from adapters.async_iterables import from_async_iterable, to_async_iterator
 from rs_core import Publisher, Subscriber
 from rs_core.tck import PublisherVerification, SubscriberBlackboxVerification
+
+T = TypeVar("T")
 
 
 class _Numbers:
@@ -39,7 +50,7 @@ class FromAsyncIterableVerification(PublisherVerification[int]):
 
 
 class ToAsyncIteratorSubscriberBlackboxVerification(SubscriberBlackboxVerification[int]):
-    """The subscriber inside ``to_async_iterator`` (its bounded prefetch queue)."""
+    """The subscriber inside ``to_async_iterator`` (its bounded prefetch queue), unconsumed."""
 
     def create_subscriber(self) -> Subscriber[int]:
         return to_async_iterator(_NeverPublisher(), prefetch=256).subscriber
@@ -53,7 +64,51 @@ class _NeverPublisher:
         raise AssertionError("the TCK subscribes the subscriber itself")
 
 
+class Handoff(Generic[T]):
+    """A Publisher that hands the Subscriber it is given to the TCK, which then plays the
+    publisher: the way to put a ``to_…`` adapter's inner Subscriber under test in its habitat."""
+
+    def __init__(self) -> None:
+        self.subscriber: Future[Subscriber[T]] = Future()
+
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        self.subscriber.set_result(subscriber)
+
+
+class ConsumedToAsyncIteratorBlackboxVerification(SubscriberBlackboxVerification[int]):
+    """The subscriber inside ``to_async_iterator`` while an ``async for`` on the TCK's loop
+    consumes it (prefetch 4, so replenishing requests happen within the TCK's few elements)."""
+
+    def create_subscriber(self) -> Subscriber[int]:
+        handoff: Handoff[int] = Handoff()
+
+        async def consume() -> None:
+            async for _ in to_async_iterator(handoff, prefetch=4):
+                pass
+
+        consumer = asyncio.run_coroutine_threadsafe(_quiet(consume()), self.env().event_loop())
+        self.__dict__.setdefault("_consumers", []).append(consumer)
+        return handoff.subscriber.result(self.env().default_timeout)
+
+    def create_element(self, i: int) -> int:
+        return i
+
+    def teardown_method(self, method: object) -> None:
+        """Cancel the consumers a test left waiting (cancel also cancels their subscription)."""
+        for consumer in self.__dict__.pop("_consumers", []):
+            consumer.cancel()
+
+
+async def _quiet(coro: Any) -> None:
+    """Run a consumer whose stream the TCK may end with any error: nobody awaits it."""
+    try:
+        await coro
+    except Exception:
+        pass
+
+
 CASES = [
     ("from_async_iterable", FromAsyncIterableVerification),
     ("to_async_iterator (blackbox)", ToAsyncIteratorSubscriberBlackboxVerification),
+    ("to_async_iterator, consumed (blackbox)", ConsumedToAsyncIteratorBlackboxVerification),
 ]

@@ -58,6 +58,11 @@ def loop_thread(loop: asyncio.AbstractEventLoop) -> int:
     return asyncio.run_coroutine_threadsafe(ident(), loop).result(10)
 
 
+def on_loop_result(loop: asyncio.AbstractEventLoop, fn: Any) -> Any:
+    """Run the coroutine ``fn()`` on ``loop`` and return its result."""
+    return asyncio.run_coroutine_threadsafe(fn(), loop).result(10)
+
+
 def settle(loop: asyncio.AbstractEventLoop, rounds: int = 20) -> None:
     """Let ``loop`` run ``rounds`` iterations, so that anything already scheduled has run."""
 
@@ -266,18 +271,18 @@ class TestFromAsyncIterable:
         from_async_iterable(BadIterable(), loop=loop).subscribe(bad)
         assert isinstance(bad.error, OSError) and bad.subscription is not None
 
-    def test_generator_runs_in_one_task_and_one_context(
+    def test_generator_runs_in_a_task_and_one_context(
         self, loop: asyncio.AbstractEventLoop
     ) -> None:
-        """As in a plain async for: one task awaits every __anext__, context vars persist."""
+        """__anext__ runs inside a task (asyncio.timeout works) and context vars persist."""
         var: contextvars.ContextVar[int] = contextvars.ContextVar("var", default=0)
-        tasks: set[asyncio.Task[Any] | None] = set()
+        tasks: list[asyncio.Task[Any] | None] = []
 
         async def gen() -> AsyncIterator[int]:
             for _ in range(5):
                 async with asyncio.timeout(5):  # needs a current task
                     await asyncio.sleep(0)
-                tasks.add(asyncio.current_task())
+                tasks.append(asyncio.current_task())
                 var.set(var.get() + 1)
                 yield var.get()
 
@@ -287,7 +292,21 @@ class TestFromAsyncIterable:
             sub.request(1)
         sub.await_count(5)
         assert sub.elements == [1, 2, 3, 4, 5]
-        assert len(tasks) == 1 and None not in tasks
+        assert None not in tasks
+
+    def test_abandoned_idle_subscription_leaves_no_pending_task(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """Demand met and subscriber dropped without cancel: no task of ours stays pending."""
+        sub: RecordingSubscriber[int] = RecordingSubscriber(3)
+        from_async_iterable(FreshEachTime(100), loop=loop).subscribe(sub)
+        sub.await_count(3)
+        settle(loop)
+
+        async def pumps() -> list[asyncio.Task[Any]]:
+            return [t for t in asyncio.all_tasks() if "_AsyncIteratorSource" in repr(t.get_coro())]
+
+        assert on_loop_result(loop, pumps) == []
 
     def test_no_running_loop_rejects_with_a_clear_error(self) -> None:
         """Without loop= and without a running loop, the subscriber gets on_subscribe, on_error."""

@@ -1,7 +1,7 @@
-"""The TCK over adapters.async_iterables and adapters.aioreactive."""
+"""The TCK over adapters.async_iterables (cases in compat_matrix/cases/async_iterables.py)."""
 
-from compat_matrix.cases.aioreactive import FromAsyncObservableVerification
 from compat_matrix.cases.async_iterables import (
+    ConsumedToAsyncIteratorBlackboxVerification,
     FromAsyncIterableVerification,
     ToAsyncIteratorSubscriberBlackboxVerification,
 )
@@ -15,5 +15,5 @@ class TestToAsyncIteratorBlackbox(ToAsyncIteratorSubscriberBlackboxVerification)
     pass
 
 
-class TestFromAsyncObservable(FromAsyncObservableVerification):
+class TestConsumedToAsyncIteratorBlackbox(ConsumedToAsyncIteratorBlackboxVerification):
     pass
