@@ -355,9 +355,10 @@ class SubscriberWhiteboxVerification(_VerificationBase[T]):
     ) -> None:
         stage, probe, puppet = self._stage()
         puppet.trigger_request(2)
-        if not stage.subscription.await_total(stage.env, 2):
-            raise TCKFailure("§3.8: the subscriber did not request the 2 elements it was asked for")
+        requested = stage.expect_request("3.8")
         for i in range(2):
+            if i == 1 and requested < 2:  # as the official TCK: it may request one at a time
+                stage.expect_request("3.8")
             element = self.create_element(i)
             stage.send_next(element)
             probe.expect_next(element, "3.8")
