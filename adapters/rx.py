@@ -1,17 +1,18 @@
 """RxPY (reactivex 4.x to 6.x) and Reactive Streams, both directions.
 
-- ``from_observable``: an Observable has no demand, so the adapter applies an ``overflow``
-  strategy and never holds more than ``buffer_size`` elements. ``block`` (the default,
-  lossless) subscribes on a thread the adapter owns and makes the emitting thread wait
-  for room, so a cold Observable is paced by demand (``buffer_size`` ahead); ``buffer`` fails
-  with ``OverflowViolation`` when full; ``drop`` drops the newest, ``latest`` the oldest;
-  ``error`` fails on the first element that arrives without demand.
+- ``from_observable``: an Observable ignores demand, so an ``overflow`` strategy (RxJava's
+  BackpressureStrategy) applies and at most ``buffer_size`` elements are held: ``block``
+  (default, lossless) subscribes on a thread the adapter owns and makes the emitting thread
+  wait for room, so a cold Observable is paced by demand (never on an event-loop thread: a
+  clear error instead); ``buffer`` fails with ``OverflowViolation`` naming the bound; ``drop``
+  drops the newest, ``latest`` the oldest (counted, passed to ``on_drop``); ``error`` fails
+  on an element that arrives without demand.
 - ``to_observable``: requests ``prefetch`` and re-requests 75% as the observer takes them.
-- ``rx_processor``: any operator chain inside a pipeline; upstream is requested only while
-  the bounded output buffer has room.
-- Signals reach the Reactive Streams subscriber on the thread that emits (or requests);
-  Rx observers are called on the thread that delivers. Cancel disposes the Rx subscription
-  (and releases a blocked emitter); ``dispose()`` of ``to_observable`` cancels upstream.
+- ``rx_processor``: an operator chain in a pipeline; upstream is requested in batches, only
+  while the output buffer has room for what the chain may make of them.
+- Signals reach a subscriber on the thread that emits (or requests); Rx observers on the
+  publisher's thread. Cancel disposes the Rx subscription and releases a blocked emitter;
+  ``dispose()`` of a ``to_observable`` subscription cancels the publisher.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import reactivex
 from reactivex import Observable
 from reactivex.abc import DisposableBase, ObserverBase, SchedulerBase
 from reactivex.disposable import Disposable
+from reactivex.scheduler import CurrentThreadScheduler
 from reactivex.subject import Subject
 
 from rs_core._demand import UNBOUNDED
@@ -68,24 +70,37 @@ class Overflow(enum.Enum):
 
 
 class _Stop(Exception):
-    """Raised into a synchronous Rx producer on the owned thread to end it after cancel."""
+    """Raised into a synchronous Rx producer on the adapter's own thread to end it after
+    cancel; never raised on any other thread."""
 
 
 _ON_LOOP: Final = (
     "from_observable(overflow='block'): the Observable emits on a thread that runs an asyncio "
-    "event loop, and blocking it would stall the loop; use overflow='buffer', 'drop' or "
-    "'latest', or move the emission off the loop (observe_on a thread pool)"
+    "event loop, and blocking it would stall the loop; use overflow='latest' (or 'drop', "
+    "'buffer'), or move the emission off the loop (e.g. ops.observe_on(a thread pool))"
 )
 
 
+def _nothing() -> None:
+    pass
+
+
+def _dispose(disposable: DisposableBase | None) -> None:
+    if disposable is not None:
+        try:
+            disposable.dispose()
+        except Exception as exc:
+            report_dropped(exc, where="disposing an Rx subscription")
+
+
 class _BufferSource(Source[T]):
-    """A bounded deque the Rx side fills and the drain empties (fused: popped directly)."""
+    """A deque the Rx side fills and the drain empties (fused: the drain pops it directly)."""
 
     __slots__ = ("_done", "_error", "_items", "_wake", "queue", "replenish_every")
 
     def __init__(self) -> None:
         self._items: deque[T] = deque()
-        self.queue: deque[T] | None = self._items  # None: the drain polls instead of popping
+        self.queue: deque[T] | None = self._items
         self.replenish_every = 1
         self._done = False
         self._error: Exception | None = None
@@ -104,7 +119,7 @@ class _BufferSource(Source[T]):
                 report_dropped(error, rule="1.7", where="an Rx error after the end")
             return
         self._error = error
-        self._done = True
+        self._done = True  # set after the error: a poll that sees _done sees _error
         self._wake()
 
     def poll(self) -> T | _Marker:
@@ -113,7 +128,7 @@ class _BufferSource(Source[T]):
             return self._items.popleft()
         if done:
             if self._error is not None:
-                raise self._error
+                raise self._error  # §1.4, after every buffered element
             return END
         return EMPTY
 
@@ -121,13 +136,13 @@ class _BufferSource(Source[T]):
         return self._done and not self._items
 
 
-def _nothing() -> None:
-    pass
-
-
 @final
 class _ObservableSource(_BufferSource[T]):
-    """The Rx observer and the drain's source of one ``from_observable`` subscription."""
+    """The Rx observer and the drain's source of one ``from_observable`` subscription.
+
+    Rx calls ``on_next`` serially (the Observable contract); the drain calls ``poll`` /
+    ``consumed`` / ``close``. ``_cond`` guards the disposable and the blocked emitter's wait.
+    """
 
     __slots__ = (
         "_buffer_size",
@@ -135,8 +150,8 @@ class _ObservableSource(_BufferSource[T]):
         "_disposable",
         "_observable",
         "_on_drop",
+        "_owner",
         "_publisher",
-        "_started",
         "_strategy",
         "subscription",
     )
@@ -150,64 +165,88 @@ class _ObservableSource(_BufferSource[T]):
         self._on_drop = publisher._on_drop
         self._cond = threading.Condition()
         self._disposable: DisposableBase | None = None
-        self._started = False
+        self._owner: threading.Thread | None = None  # the thread ``block`` owns, while it runs
         self.subscription: DrainSubscription[T] | None = None
 
     # -- Rx observer ------------------------------------------------------------------------
 
     def on_next(self, element: T) -> None:
         if self._done:
-            if self._strategy is Overflow.BLOCK:
-                raise _Stop  # ends a synchronous producer on the owned thread
+            self._stop_if_owned()
             return
-        require_element(element)
+        if element is None:  # legal in Rx, never an element here: fail, don't raise into Rx
+            self._fail(
+                TypeError(
+                    "§2.13: the Observable emitted None, which is never an element of a "
+                    "Reactive Stream; map it to a sentinel first (ops.map)"
+                )
+            )
+            return
         queue = self._items
         strategy = self._strategy
         if strategy is Overflow.BLOCK:
-            if len(queue) >= self._buffer_size:
-                if asyncio._get_running_loop() is not None:
-                    self._fail(RuntimeError(_ON_LOOP))
-                    return
-                with self._cond:
-                    while len(queue) >= self._buffer_size and not self._done:
-                        self._cond.wait()
-                if self._done:
-                    raise _Stop
+            if asyncio._get_running_loop() is not None:  # never wait on a running loop
+                self._fail(RuntimeError(_ON_LOOP))
+                return
+            if len(queue) >= self._buffer_size and not self._wait_for_room():
+                self._stop_if_owned()  # cancelled while waiting
+                return
         elif strategy is Overflow.ERROR:
             subscription = self.subscription
             demand = subscription.demand if subscription is not None else 0
-            if len(queue) >= demand:
+            if len(queue) >= demand:  # §1.1: no outstanding demand for this element
                 self._fail(
                     OverflowViolation(
                         "§1.1: from_observable(overflow='error'): an element arrived without "
-                        "demand"
+                        "demand; use overflow='buffer', 'drop', 'latest' or 'block'"
                     )
                 )
                 return
+            if len(queue) >= self._buffer_size:
+                self._fail(self._overflow())
+                return
         elif len(queue) >= self._buffer_size:
             if strategy is Overflow.BUFFER:
-                self._fail(
-                    OverflowViolation(
-                        f"§1.1: from_observable(overflow='buffer'): the buffer of "
-                        f"buffer_size={self._buffer_size} elements is full: the Observable "
-                        "emits faster than the subscriber requests"
-                    )
-                )
+                self._fail(self._overflow())
                 return
             if strategy is Overflow.DROP:
                 self._dropped(element)
                 return
-            self._dropped(queue.popleft())  # LATEST: make room for the newest
+            try:  # LATEST: the oldest gives way (the drain may have just taken it)
+                oldest = queue.popleft()
+            except IndexError:
+                pass
+            else:
+                self._dropped(oldest)
         self.push(element)
 
     def on_error(self, error: Exception) -> None:
         if isinstance(error, _Stop):
-            return
+            return  # our own unwinding, routed to on_error by an Rx source
         require_error(error)
         self.finish(error)
 
     def on_completed(self) -> None:
         self.finish(None)
+
+    def _wait_for_room(self) -> bool:
+        """Block the emitting thread until the buffer has room; False once cancelled."""
+        queue = self._items
+        with self._cond:
+            while len(queue) >= self._buffer_size and not self._done:
+                self._cond.wait()  # consumed() or close() notifies
+            return not self._done
+
+    def _overflow(self) -> OverflowViolation:
+        return OverflowViolation(
+            f"§1.1: from_observable(overflow={self._strategy.value!r}): the buffer of "
+            f"buffer_size={self._buffer_size} elements is full: the Observable emits faster "
+            "than the subscriber requests"
+        )
+
+    def _stop_if_owned(self) -> None:
+        if self._owner is threading.current_thread():
+            raise _Stop  # our own thread's stack: unwind a producer that ignores dispose()
 
     def _dropped(self, element: T) -> None:
         self._publisher._count_drop()
@@ -219,39 +258,60 @@ class _ObservableSource(_BufferSource[T]):
 
     def _fail(self, error: Exception) -> None:
         self.finish(error)
-        self._dispose()
+        self._release()
 
-    # -- Source -------------------------------------------------------------------------------
+    # -- subscribing --------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Subscribe to the Observable: on an owned thread for ``block``, else right here."""
+        """Subscribe to the Observable: on a thread of its own for ``block``, else right here."""
         if self._strategy is Overflow.BLOCK:
-            threading.Thread(
-                target=self._subscribe, name="rs-from-observable", daemon=True
-            ).start()
-            return
-        self._subscribe()
+            threading.Thread(target=self._run_owned, name="rs-from-observable", daemon=True).start()
+        else:
+            self._subscribe()
+
+    def _run_owned(self) -> None:
+        self._owner = threading.current_thread()
+        try:
+            self._subscribe()
+        except _Stop:
+            pass  # cancelled while a synchronous producer was emitting: the thread ends
+        finally:
+            self._owner = None  # later emissions come from threads that are not ours
 
     def _subscribe(self) -> None:
-        self._started = True
+        if self._done:
+            return  # cancelled (or failed) before subscribing: never subscribe
+        trampoline = CurrentThreadScheduler.singleton()
+        if trampoline.schedule_required():
+            # As Rx itself does: a cold source's emission is queued on this thread's trampoline
+            # and runs after subscribe() returned its disposable, so cancel can dispose it.
+            trampoline.schedule(self._subscribe_now)
+        else:
+            self._subscribe_now()
+
+    def _subscribe_now(self, _scheduler: Any = None, _state: Any = None) -> None:
         try:
             disposable = self._observable.subscribe(
                 on_next=self.on_next, on_error=self.on_error, on_completed=self.on_completed
             )
         except _Stop:
-            return
+            raise
         except Exception as exc:
-            self.finish(exc)
+            self.finish(exc)  # §1.4
             return
-        if self._done:
-            disposable.dispose()
-        else:
-            self._disposable = disposable
+        with self._cond:
+            keep = not self._done
+            if keep:
+                self._disposable = disposable
+        if not keep:  # cancelled, failed or completed while subscribing
+            _dispose(disposable)
+
+    # -- Source -------------------------------------------------------------------------------
 
     def poll(self) -> T | _Marker:
         value = super().poll()
         if value is not EMPTY and value is not END:
-            self.consumed(1)  # the first pass pops through poll(): room again here too
+            self.consumed(1)
         return value
 
     def consumed(self, n: int) -> None:
@@ -260,27 +320,29 @@ class _ObservableSource(_BufferSource[T]):
                 self._cond.notify()  # room again: release the waiting emitter
 
     def close(self) -> None:
-        self._done = True
         with self._cond:
+            self._done = True
             self._cond.notify_all()  # a blocked emitter wakes, sees _done and stops
-        self._dispose()
-        self._items.clear()
+        self._release()
+        self._items.clear()  # §3.13
 
-    def _dispose(self) -> None:
-        disposable, self._disposable = self._disposable, None
-        if disposable is not None:
-            try:
-                disposable.dispose()
-            except Exception as exc:
-                report_dropped(exc, where="disposing an Rx subscription")
+    def _release(self) -> None:
+        with self._cond:
+            disposable, self._disposable = self._disposable, None
+        _dispose(disposable)
 
 
 @final
 class ObservablePublisher(Generic[T]):
     """A Publisher over an RxPY Observable, with an explicit overflow strategy.
 
-    Each Subscriber subscribes to the Observable afresh (cold Observables replay, hot ones
-    share). ``dropped`` counts elements dropped by ``drop`` / ``latest``.
+    Each Subscriber subscribes to the Observable afresh (a cold Observable replays, a hot one
+    shares). Rules: §1.1 (never more than requested: the drain), §1.4 (Rx ``on_error`` and
+    overflow become ``on_error`` after the buffered elements), §1.9, §2.13 (``None``
+    elements), §3.13 (cancel disposes the Rx subscription and drops the buffer).
+
+    Attributes:
+        dropped: how many elements ``drop`` / ``latest`` discarded, over all subscribers.
     """
 
     def __init__(
@@ -296,6 +358,14 @@ class ObservablePublisher(Generic[T]):
         self._on_drop = on_drop
         self._lock = threading.Lock()
         self.dropped = 0
+
+    @property
+    def overflow(self) -> Overflow:
+        return self._strategy
+
+    @property
+    def buffer_size(self) -> int:
+        return self._buffer_size
 
     def _count_drop(self) -> None:
         with self._lock:
@@ -319,12 +389,26 @@ def from_observable(
 ) -> ObservablePublisher[T]:
     """Wrap an RxPY Observable as a compliant Publisher.
 
+    ``block`` subscribes on a thread it owns (for a cold Observable that thread produces;
+    for a hot one it ends once subscribed) and makes whichever thread emits wait while
+    ``buffer_size`` elements are waiting for demand; an emission on a thread running an
+    asyncio loop fails the stream with a ``RuntimeError`` that says so, whether or not the
+    buffer is full (the mistake shows in tests, not under load). The other strategies
+    subscribe on the caller's thread and never wait.
+
     Args:
         observable: any ``reactivex.Observable``.
-        overflow: ``"block"`` (default; lossless; never on an event-loop thread),
-            ``"buffer"``, ``"drop"``, ``"latest"`` or ``"error"`` (see :class:`Overflow`).
+        overflow: an :class:`Overflow` or its name: ``"block"`` (default; lossless),
+            ``"buffer"``, ``"drop"``, ``"latest"`` or ``"error"``.
         buffer_size: the most elements held between the Observable and the subscriber.
         on_drop: called with each element ``drop`` / ``latest`` discards.
+
+    Returns:
+        An :class:`ObservablePublisher` (``.dropped`` counts discarded elements).
+
+    Raises:
+        TypeError: ``observable`` is not an Observable.
+        ValueError: an unknown ``overflow`` or a ``buffer_size`` that is not a positive int.
 
     Example:
         >>> from adapters.iterables import to_iterator
@@ -368,26 +452,51 @@ class _ObserverSubscriber(Generic[T]):
         self._observer.on_completed()
 
 
+def _observer_queue(
+    observer: ObserverBase[T], prefetch: int
+) -> tuple[PrefetchQueue[T], DrainSubscription[T]]:
+    """The subscriber inside ``to_observable``: a prefetch window drained into ``observer``."""
+    queue: PrefetchQueue[T] = PrefetchQueue(prefetch)
+    subscription = DrainSubscription(_ObserverSubscriber(observer), queue)
+    subscription.start()
+    return queue, subscription
+
+
 def to_observable(publisher: Publisher[T], *, prefetch: int = 256) -> Observable[T]:
     """An RxPY Observable over any Publisher, at most ``prefetch`` requested ahead.
 
-    Each Rx subscription subscribes to ``publisher`` afresh; elements reach the observer on
-    the thread the publisher signals on, and ``dispose()`` cancels.
+    Each Rx subscription subscribes to ``publisher`` afresh, through a window that requests
+    ``prefetch`` and re-requests 75% of it as the observer returns from ``on_next`` (a slow
+    observer slows the publisher). The publisher is subscribed on the subscribe call's
+    scheduler (by default this thread's trampoline, after ``subscribe`` has its disposable,
+    so ``ops.take(n)`` can stop even a synchronous infinite publisher). Elements reach the
+    observer on the thread the publisher signals on; ``dispose()`` cancels (§3.12).
+
+    Example:
+        >>> from adapters.iterables import from_iterable
+        >>> to_observable(from_iterable("ab")).subscribe(print)  # doctest: +ELLIPSIS
+        a
+        b
+        <...>
     """
     if publisher is None:
         raise TypeError("to_observable() requires a Publisher, got None")
-    PrefetchQueue[T](prefetch)  # validates prefetch now
+    PrefetchQueue[T](prefetch)  # validates prefetch now, not at subscribe
 
     def subscribe(
         observer: ObserverBase[T], scheduler: SchedulerBase | None = None
     ) -> DisposableBase:
-        queue: PrefetchQueue[T] = PrefetchQueue(prefetch)
-        subscription = DrainSubscription(_ObserverSubscriber(observer), queue)
-        subscription.start()
-        try:
-            publisher.subscribe(queue)
-        except Exception as exc:
-            queue.on_error(exc)
+        queue, subscription = _observer_queue(observer, prefetch)
+
+        def connect(_scheduler: Any = None, _state: Any = None) -> None:
+            if subscription.is_cancelled:
+                return  # disposed before the publisher was subscribed
+            try:
+                publisher.subscribe(queue)
+            except Exception as exc:
+                queue.on_error(exc)
+
+        (scheduler or CurrentThreadScheduler.singleton()).schedule(connect)
         return Disposable(subscription.cancel)
 
     return reactivex.create(subscribe)
@@ -400,33 +509,54 @@ def to_observable(publisher: Publisher[T], *, prefetch: int = 256) -> Observable
 class RxProcessor(Generic[T, R]):
     """A Processor running an RxPY operator chain with demand kept on both sides.
 
-    Upstream is asked for elements only while ``queued + outstanding < buffer_size`` (the
-    room is re-requested as the subscriber takes elements), so a 1:1 or filtering chain never
-    holds more than
-    ``buffer_size``; an expanding operator (``flat_map``) may add what the outstanding
-    elements expand into, and a batching one (``buffer_with_count``) holds its partial batch.
-    Unicast: one Subscriber; another is rejected (§1.11 allows it). Errors from the chain or
-    upstream reach the subscriber after the elements already produced. Cancel cancels
-    upstream and disposes the chain.
+    Demand policy (upstream side). Outputs wait in a buffer of ``buffer_size`` that the
+    downstream subscriber drains through the drain loop. The processor tracks ``E``, the most
+    outputs one input has produced so far during its ``on_next`` (``map``, ``filter`` and
+    ``buffer_with_count`` give 1, ``flat_map(x -> k items)`` gives k; the first input is
+    requested alone, to measure it), and reserves ``E`` slots per outstanding input: it
+    requests only ``(buffer_size - queued) // E - outstanding`` inputs, in batches of at
+    least 75% of ``buffer_size // E`` (fewer ``request`` calls). With nothing queued and
+    nothing outstanding it always asks for one input, so an input that expands into more
+    than ``buffer_size`` still makes progress. Hence the buffer never exceeds ``buffer_size``,
+    except when an input expands into more than any before it (by at most that surprise times
+    the inputs outstanding; the policy then adapts) or into more than ``buffer_size`` on its
+    own. A batching operator also holds its partial batch. Operators that shift elements in
+    time (``delay``, ``observe_on``, time windows, inner Observables that emit later) hold
+    elements outside this accounting, in their own Rx buffers: bound such chains with
+    ``from_observable(..., overflow=...)`` instead.
+
+    Unicast: one Subscriber; another is rejected with ``on_subscribe`` + ``on_error``
+    (§1.11 allows it). Signals reach the subscriber on the thread that delivers upstream's
+    ``on_next`` or calls ``request``. Errors from the chain or upstream arrive after the
+    outputs already buffered (§1.4). The chain ending by itself (``take``, an operator error)
+    cancels upstream at once (§3.12); downstream cancel cancels upstream and disposes the
+    chain. Rules: §1.1, §1.3, §1.9, §2.5, §2.13, §3.13 (with the drain).
     """
 
     def __init__(self, operators: tuple[Callable[[Any], Any], ...], buffer_size: int) -> None:
         if type(buffer_size) is not int or buffer_size <= 0:
             raise ValueError(f"buffer_size must be a positive int, got {buffer_size!r}")
         self._buffer_size = buffer_size
-        self._upstream_done = False
         self._lock = threading.Lock()
-        self._outstanding = 0
+        self._outstanding = 0  # inputs requested from upstream and not yet received
+        self._expansion = 1  # E: the most outputs one input produced during its on_next
+        self._measured = False  # E is known once the first input went through the chain
         self._upstream: Subscription | None = None
+        self._upstream_done = False
         self._subscribed = False
         self._source: _ProcessorSource[R] = _ProcessorSource(self)
         self._subject: Subject[T] = Subject()
+        self._chain: DisposableBase = Disposable()
         chain: Observable[Any] = self._subject.pipe(*operators) if operators else self._subject
         self._chain = chain.subscribe(
             on_next=self._source.push_checked,
-            on_error=self._source.finish,
-            on_completed=lambda: self._source.finish(None),
+            on_error=self._chain_ended,
+            on_completed=lambda: self._chain_ended(None),
         )
+
+    @property
+    def buffer_size(self) -> int:
+        return self._buffer_size
 
     # -- upstream side --------------------------------------------------------------------------
 
@@ -436,22 +566,27 @@ class RxProcessor(Generic[T, R]):
             duplicate = self._upstream is not None
             if not duplicate:
                 self._upstream = subscription
-        if duplicate:  # §2.5
+        if duplicate:  # §2.5, or cancelled before upstream subscribed
             subscription.cancel()
             return
         self._replenish()
 
     def on_next(self, element: T) -> None:
         require_element(element)  # §2.13
-        with self._lock:
-            if self._outstanding > 0:
-                self._outstanding -= 1
+        source = self._source
+        before = source.produced
         try:
             self._subject.on_next(element)
         except Exception as exc:  # an operator raised outside Rx's own error handling
-            self._source.finish(exc)
-            self._cancel_upstream()
+            self._chain_ended(exc)
             return
+        made = source.produced - before  # outputs of this input (a synchronous chain)
+        with self._lock:
+            if self._outstanding > 0:
+                self._outstanding -= 1
+            self._measured = True
+            if made > self._expansion:
+                self._expansion = made
         self._replenish()
 
     def on_error(self, error: Exception) -> None:
@@ -463,19 +598,36 @@ class RxProcessor(Generic[T, R]):
         self._upstream_done = True
         self._subject.on_completed()
 
+    def _chain_ended(self, error: Exception | None) -> None:
+        self._source.finish(error)
+        self._cancel_upstream()  # no-op when upstream's own end caused it
+
+    def _room(self) -> int:
+        """How many inputs to request now (called under ``_lock``); see the class docstring."""
+        expansion = self._expansion
+        queued = len(self._source._items)
+        outstanding = self._outstanding
+        if not self._measured:
+            return 0 if outstanding else 1  # one input first, to measure E
+        free = (self._buffer_size - queued) // expansion - outstanding
+        if outstanding == 0 and queued == 0:
+            return free if free > 0 else 1  # progress, even for a huge expansion
+        window = max(1, self._buffer_size // expansion)
+        return free if free >= window - window // 4 else 0
+
     def _replenish(self) -> None:
-        """Request what fits in the output buffer, in batches (§1.1 bound kept)."""
+        """Request what fits in the output buffer (§1.1 bound kept downstream)."""
         with self._lock:
             upstream = self._upstream
-            if upstream is None or upstream is CANCELLED or self._source._done:
+            if upstream is None or upstream is CANCELLED or self._upstream_done:
                 return
-            if self._upstream_done:
+            if self._source._done:
                 return
-            room = self._buffer_size - len(self._source._items) - self._outstanding
-            if room <= 0:
+            n = self._room()
+            if n <= 0:
                 return
-            self._outstanding += room
-        upstream.request(room)
+            self._outstanding += n
+        upstream.request(n)
 
     def _cancel_upstream(self) -> None:
         with self._lock:
@@ -498,16 +650,23 @@ class RxProcessor(Generic[T, R]):
 
 @final
 class _ProcessorSource(_BufferSource[R]):
-    __slots__ = ("_processor",)
+    """The processor's output buffer; ``produced`` counts outputs (written by the chain's
+    serial on_next only)."""
+
+    __slots__ = ("_processor", "produced")
 
     def __init__(self, processor: RxProcessor[Any, R]) -> None:
         super().__init__()
         self._processor = processor
+        self.produced = 0
 
     def push_checked(self, element: R) -> None:
-        if element is None:
-            self.finish(TypeError("§2.13: the operator chain produced None"))
+        if element is None:  # legal in Rx, never an element here
+            self._processor._chain_ended(
+                TypeError("§2.13: the operator chain produced None, which is never an element")
+            )
             return
+        self.produced += 1
         if not self._done:
             self.push(element)
 
@@ -516,14 +675,14 @@ class _ProcessorSource(_BufferSource[R]):
 
     def close(self) -> None:
         self._done = True
-        self._items.clear()
+        self._items.clear()  # §3.13
         self._processor._cancel_upstream()
 
 
-def rx_processor(
-    *operators: Callable[[Any], Any], buffer_size: int = 256
-) -> Processor[Any, Any]:
+def rx_processor(*operators: Callable[[Any], Any], buffer_size: int = 256) -> Processor[Any, Any]:
     """A Processor that runs ``operators`` (``ops.map``, ``ops.filter``, ...) with demand kept.
+
+    See :class:`RxProcessor` for the demand policy and its bound.
 
     Example:
         >>> from reactivex import operators as ops

@@ -1,10 +1,11 @@
-"""adapters.rx: from_observable strategies, to_observable, rx_processor."""
+"""adapters.rx: from_observable strategies, to_observable, rx_processor (reactivex 4.x to 6.x)."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -14,192 +15,644 @@ from reactivex import operators as ops
 from reactivex.subject import Subject
 
 from adapters.iterables import from_iterable, to_iterator
-from adapters.rx import from_observable, rx_processor, to_observable
-from rs_core import OverflowViolation
+from adapters.rx import Overflow, from_observable, rx_processor, to_observable
+from rs_core import OverflowViolation, Publisher, Subscriber, Subscription
 from rs_core.testing import RecordingSubscriber
 
+STRATEGIES = ["block", "buffer", "drop", "latest", "error"]
 
-def test_block_paces_a_cold_source_by_demand_and_buffer_size() -> None:
-    """A cold Observable is pulled at most buffer_size (+1 waiting) beyond demand."""
-    pulled = 0
 
-    def gen() -> Iterator[int]:
-        nonlocal pulled
-        for i in range(100_000):
-            pulled += 1
-            yield i
+def _owned_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == "rs-from-observable"}
 
+
+class _Counted:
+    """A generator wrapper counting how far it was pulled and whether it was closed."""
+
+    def __init__(self, n: int | None = None) -> None:
+        self.pulled = 0
+        self.closed = threading.Event()
+        self._n = n
+
+    def __iter__(self) -> Iterator[int]:
+        try:
+            for i in itertools.count() if self._n is None else range(self._n):
+                self.pulled += 1
+                yield i
+        finally:
+            self.closed.set()
+
+
+class _CountingPublisher:
+    """Wraps a Publisher and counts what its subscriber requests and receives."""
+
+    def __init__(self, inner: Publisher[Any]) -> None:
+        self.inner = inner
+        self.requested = 0
+        self.sent = 0
+        self.cancelled = threading.Event()
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        outer = self
+
+        class _Sub:
+            def on_subscribe(self, s: Subscription) -> None:
+                class _S:
+                    def request(self, n: int) -> None:
+                        with outer._lock:
+                            outer.requested += n
+                            outer.max_in_flight = max(
+                                outer.max_in_flight, outer.requested - outer.sent
+                            )
+                        s.request(n)
+
+                    def cancel(self) -> None:
+                        outer.cancelled.set()
+                        s.cancel()
+
+                subscriber.on_subscribe(_S())
+
+            def on_next(self, x: Any) -> None:
+                with outer._lock:
+                    outer.sent += 1
+                subscriber.on_next(x)
+
+            def on_error(self, e: Exception) -> None:
+                subscriber.on_error(e)
+
+            def on_complete(self) -> None:
+                subscriber.on_complete()
+
+        self.inner.subscribe(_Sub())
+
+
+# -- from_observable: block ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "chain",
+    [lambda o: o, lambda o: o.pipe(ops.map(lambda x: x + 1), ops.filter(lambda x: x >= 0))],
+    ids=["from_iterable", "operator chain"],
+)
+def test_block_paces_a_cold_source_by_demand(chain: Callable[[Any], Any]) -> None:
+    """block: a cold source's generator is pulled at most demand + buffer_size (+1 waiting)."""
+    gen = _Counted()
     sub: RecordingSubscriber[int] = RecordingSubscriber(10)
-    from_observable(reactivex.from_iterable(gen()), buffer_size=16).subscribe(sub)
+    from_observable(chain(reactivex.from_iterable(gen)), buffer_size=16).subscribe(sub)
     sub.await_count(10)
-    sub.await_condition(lambda: pulled >= 10 + 16, what="the buffer to fill")
+    sub.await_condition(lambda: gen.pulled >= 10 + 16, what="the buffer to fill")
     sub.expect_no_signals(0.05)
-    assert pulled <= 10 + 16 + 1
+    assert gen.pulled <= 10 + 16 + 1
+    sub.request(5)
+    sub.await_count(15)
+    sub.await_condition(lambda: gen.pulled >= 15 + 16, what="the buffer to refill")
+    assert gen.pulled <= 15 + 16 + 1
     sub.cancel()
+    assert gen.closed.wait(5)
     sub.assert_no_violations()
 
 
-def test_block_is_lossless_and_ordered_through_to_iterator() -> None:
-    """Every element of a cold source arrives, in order."""
-    assert list(to_iterator(from_observable(reactivex.range(5000)), prefetch=64)) == list(
-        range(5000)
-    )
+def test_block_is_lossless_and_ordered() -> None:
+    """block: every element of a cold source arrives, in order, then on_complete."""
+    out = list(to_iterator(from_observable(reactivex.from_iterable(range(5000))), prefetch=64))
+    assert out == list(range(5000))
 
 
-def test_cancel_ends_the_owned_thread() -> None:
-    """Cancelling releases a blocked emitter and its thread ends."""
+def test_block_with_a_hot_subject_makes_the_emitter_wait_for_room() -> None:
+    """block + Subject: the emitting thread waits while buffer_size wait; nothing is lost."""
+    subject: Subject[int] = Subject()
+    publisher = from_observable(subject, buffer_size=2)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+    publisher.subscribe(sub)
+    sub.await_condition(lambda: len(subject.observers) == 1, what="the Rx subscription")
+    returned = 0
+
+    def emit() -> None:
+        nonlocal returned
+        for i in range(10):
+            subject.on_next(i)
+            returned += 1
+
+    emitter = threading.Thread(target=emit)
+    emitter.start()
+    sub.await_condition(lambda: returned == 2, what="the buffer to fill")
+    emitter.join(0.05)
+    assert emitter.is_alive() and returned == 2  # the third on_next waits for room
+    sub.request(10)
+    emitter.join(5)
+    assert not emitter.is_alive()
+    assert sub.elements == list(range(10)) and publisher.dropped == 0
+    sub.assert_no_violations()
+
+
+def test_cancel_ends_the_owned_thread_and_closes_the_source() -> None:
+    """Cancelling releases the waiting emitter; the owned thread ends; the generator closes."""
+    before = _owned_threads()
+    gen = _Counted()
     sub: RecordingSubscriber[int] = RecordingSubscriber(1)
-    from_observable(reactivex.range(10**9), buffer_size=4).subscribe(sub)
+    from_observable(reactivex.from_iterable(gen), buffer_size=4).subscribe(sub)
     sub.await_count(1)
-    owned = [t for t in threading.enumerate() if t.name == "rs-from-observable"]
-    assert owned
+    sub.await_condition(lambda: gen.pulled >= 5, what="the emitter to wait")
+    owned = _owned_threads() - before
+    assert len(owned) == 1
     sub.cancel()
     for thread in owned:
         thread.join(5)
         assert not thread.is_alive()
+    assert gen.closed.wait(5)
 
 
-def _hot(strategy: str, size: int, n: int, initial: int) -> tuple[Any, RecordingSubscriber[int]]:
+def test_owned_thread_ends_once_a_hot_subject_is_subscribed() -> None:
+    """block + Subject: the owned thread only subscribes, then ends; emitters are the user's."""
+    before = _owned_threads()
     subject: Subject[int] = Subject()
-    publisher = from_observable(subject, overflow=strategy, buffer_size=size)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(5)
+    from_observable(subject).subscribe(sub)
+    sub.await_condition(lambda: len(subject.observers) == 1, what="the Rx subscription")
+    for thread in _owned_threads() - before:
+        thread.join(5)
+        assert not thread.is_alive()
+    subject.on_next(1)
+    assert sub.elements == [1] and sub.signal_threads == {threading.get_ident()}
+
+
+def test_cancel_releases_a_blocked_user_thread_without_raising_into_it() -> None:
+    """block + Subject: cancel wakes the user's emitting thread, which returns normally."""
+    subject: Subject[int] = Subject()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+    from_observable(subject, buffer_size=1).subscribe(sub)
+    sub.await_condition(lambda: len(subject.observers) == 1, what="the Rx subscription")
+    raised: list[BaseException] = []
+    returned = 0
+
+    def emit() -> None:
+        nonlocal returned
+        try:
+            for i in range(3):
+                subject.on_next(i)
+                returned += 1
+        except BaseException as exc:  # the test fails if anything reaches the emitter
+            raised.append(exc)
+
+    emitter = threading.Thread(target=emit)
+    emitter.start()
+    sub.await_condition(lambda: returned == 1, what="the emitter to wait")
+    sub.cancel()
+    emitter.join(5)
+    assert not emitter.is_alive() and raised == [] and returned == 3
+    assert subject.observers == [] and sub.elements == []
+
+
+def test_cancelled_before_subscribing_never_subscribes_to_the_observable() -> None:
+    """A subscriber that cancels in on_subscribe: the Observable is never subscribed."""
+    subscribed = threading.Event()
+
+    def factory(_: Any) -> reactivex.Observable[int]:
+        subscribed.set()
+        return reactivex.from_iterable(range(3))
+
+    class Canceller(RecordingSubscriber[int]):
+        def on_subscribe(self, subscription: Subscription) -> None:
+            super().on_subscribe(subscription)
+            subscription.cancel()
+
+    before = _owned_threads()
+    sub = Canceller()
+    from_observable(reactivex.defer(factory)).subscribe(sub)
+    for thread in _owned_threads() - before:
+        thread.join(5)
+    assert not subscribed.is_set() and sub.elements == []
+
+
+# -- from_observable: event loops ---------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_block_on_an_event_loop_thread_errors_instead_of_deadlocking() -> None:
+    """block: an emission on a running loop's thread fails the stream with a clear error."""
+    asyncio.get_running_loop().set_debug(True)
+    subject: Subject[int] = Subject()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+    from_observable(subject, buffer_size=1).subscribe(sub)
+    await asyncio.to_thread(
+        sub.await_condition, lambda: len(subject.observers) == 1, 5.0, "the Rx subscription"
+    )
+    for i in range(3):  # would block the loop at the second element: must return at once
+        subject.on_next(i)
+    sub.request(5)
+    await asyncio.to_thread(sub.await_terminal)
+    assert isinstance(sub.error, RuntimeError)
+    assert "event loop" in str(sub.error) and "overflow='latest'" in str(sub.error)
+    assert subject.observers == []
+
+
+@pytest.mark.asyncio
+async def test_block_fails_on_the_loop_even_with_demand_and_room() -> None:
+    """block: the loop check does not depend on load, so the mistake shows in any test."""
+    subject: Subject[int] = Subject()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(100)
+    from_observable(subject).subscribe(sub)
+    await asyncio.to_thread(
+        sub.await_condition, lambda: len(subject.observers) == 1, 5.0, "the Rx subscription"
+    )
+    subject.on_next(1)
+    assert sub.elements == [] and isinstance(sub.error, RuntimeError)
+
+
+@pytest.mark.asyncio
+async def test_latest_on_an_event_loop_thread_never_blocks() -> None:
+    """latest on the loop: the loop keeps running, the slow consumer sees the newest."""
+    asyncio.get_running_loop().set_debug(True)
+    subject: Subject[int] = Subject()
+    publisher = from_observable(subject, overflow="latest", buffer_size=1)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+    publisher.subscribe(sub)
+    for i in range(100):
+        subject.on_next(i)
+        await asyncio.sleep(0)
+    sub.request(1)
+    assert sub.elements == [99] and publisher.dropped == 99
+
+
+# -- from_observable: the other strategies with a hot Subject ---------------------------------
+
+
+def _hot(
+    strategy: str, size: int, n: int, initial: int, **kw: Any
+) -> tuple[Any, RecordingSubscriber[int], Subject[int]]:
+    subject: Subject[int] = Subject()
+    publisher = from_observable(subject, overflow=strategy, buffer_size=size, **kw)
     sub: RecordingSubscriber[int] = RecordingSubscriber(initial)
     publisher.subscribe(sub)
     for i in range(n):
         subject.on_next(i)
-    return publisher, sub
+    return publisher, sub, subject
 
 
-def test_drop_keeps_the_oldest_and_counts_drops() -> None:
-    """drop: beyond buffer_size the newest are dropped and counted."""
-    publisher, sub = _hot("drop", 3, 10, 1)
+def test_drop_keeps_the_oldest_counts_and_reports_drops() -> None:
+    """drop: beyond buffer_size the newest are dropped, counted and passed to on_drop."""
+    seen: list[int] = []
+    publisher, sub, _ = _hot("drop", 3, 10, 1, on_drop=seen.append)
     sub.request(10)
     assert sub.elements == [0, 1, 2, 3] and publisher.dropped == 6
+    assert seen == [4, 5, 6, 7, 8, 9]
 
 
-def test_latest_keeps_the_newest() -> None:
-    """latest: the oldest buffered elements give way to the newest."""
-    publisher, sub = _hot("latest", 2, 10, 0)
+def test_latest_keeps_the_newest_and_reports_the_oldest() -> None:
+    """latest: the oldest buffered elements give way to the newest; on_drop gets the old."""
+    seen: list[int] = []
+    publisher, sub, _ = _hot("latest", 2, 10, 0, on_drop=seen.append)
     sub.request(5)
-    assert sub.elements == [8, 9] and publisher.dropped == 8
+    assert sub.elements == [8, 9] and publisher.dropped == 8 and seen == list(range(8))
+
+
+def test_a_raising_on_drop_callback_is_reported_not_raised() -> None:
+    """drop: an on_drop that raises is reported; the stream and the emitter carry on."""
+
+    def bad(_: int) -> None:
+        raise ValueError("callback bug")
+
+    publisher, sub, subject = _hot("drop", 1, 3, 0, on_drop=bad)
+    subject.on_completed()
+    sub.request(5)
+    assert sub.elements == [0] and sub.completed and publisher.dropped == 2
 
 
 def test_buffer_overflow_error_names_the_bound_after_buffered_elements() -> None:
-    """buffer: overflow becomes on_error naming buffer_size, after the buffered elements."""
-    _, sub = _hot("buffer", 2, 5, 0)
+    """buffer: overflow is on_error naming buffer_size, after the buffered elements; the Rx
+    subscription is disposed."""
+    _, sub, subject = _hot("buffer", 2, 5, 0)
+    assert subject.observers == []
     sub.request(5)
     assert sub.elements == [0, 1]
     assert isinstance(sub.error, OverflowViolation) and "buffer_size=2" in str(sub.error)
 
 
-def test_error_strategy_fails_on_an_element_without_demand() -> None:
-    """error: the first element beyond demand fails the stream (§1.1)."""
-    _, sub = _hot("error", 16, 3, 1)
-    sub.await_terminal()
-    assert sub.elements == [0] and isinstance(sub.error, OverflowViolation)
-
-
-def test_block_on_an_event_loop_thread_errors_instead_of_deadlocking() -> None:
-    """An Observable emitting on a running loop's thread is never blocked: a clear error."""
-    subject: Subject[int] = Subject()
+def test_buffer_overflow_stops_a_cold_synchronous_source() -> None:
+    """buffer: overflow disposes a cold source on the caller's thread; it is not drained."""
+    gen = _Counted()
     sub: RecordingSubscriber[int] = RecordingSubscriber(0)
-    from_observable(subject, buffer_size=1).subscribe(sub)
+    from_observable(reactivex.from_iterable(gen), overflow="buffer", buffer_size=8).subscribe(sub)
+    assert gen.pulled == 9 and gen.closed.is_set() and not sub.is_terminated
+    sub.request(8)
+    assert sub.elements == list(range(8)) and isinstance(sub.error, OverflowViolation)
 
-    async def emit() -> None:
-        for i in range(3):
-            subject.on_next(i)
 
-    asyncio.run(emit())
-    sub.request(5)
+def test_error_strategy_fails_on_an_element_without_demand() -> None:
+    """error: elements within demand pass; the first beyond it fails the stream (§1.1)."""
+    _, sub, subject = _hot("error", 16, 4, 3)
+    assert sub.elements == [0, 1, 2] and isinstance(sub.error, OverflowViolation)
+    assert "without demand" in str(sub.error) and subject.observers == []
+
+
+def test_rx_completion_and_error_follow_the_buffered_elements() -> None:
+    """Rx on_completed / on_error reach the subscriber after every buffered element."""
+    for strategy in STRATEGIES:
+        if strategy == "error":
+            continue
+        _, sub, subject = _hot(strategy, 8, 3, 0)
+        subject.on_completed()
+        assert not sub.is_terminated
+        sub.request(3)
+        assert sub.elements == [0, 1, 2] and sub.completed, strategy
+        failure = RuntimeError("rx failed")
+        _, sub, subject = _hot(strategy, 8, 2, 0)
+        subject.on_error(failure)
+        assert not sub.is_terminated
+        sub.request(1)
+        assert not sub.is_terminated
+        sub.request(1)
+        assert sub.elements == [0, 1] and sub.error is failure, strategy
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_cancel_disposes_the_rx_subscription(strategy: str) -> None:
+    """Every strategy: cancel removes the adapter's observer from a hot Subject."""
+    subject: Subject[int] = Subject()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+    from_observable(subject, overflow=strategy).subscribe(sub)
+    sub.await_condition(lambda: len(subject.observers) == 1, what="the Rx subscription")
+    subject.on_next(1)
+    sub.cancel()
+    assert subject.observers == []
+    subject.on_next(2)
+    assert sub.elements == [1]
+
+
+def test_cancel_from_on_next_stops_a_cold_synchronous_source() -> None:
+    """drop on a cold source: cancel from on_next disposes it (it runs no further)."""
+    gen = _Counted()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(100)
+    sub.on_next_hook = lambda x: sub.cancel() if x == 4 else None
+    from_observable(reactivex.from_iterable(gen), overflow="drop").subscribe(sub)
+    assert sub.elements == [0, 1, 2, 3, 4] and gen.pulled <= 6 and gen.closed.is_set()
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_none_from_rx_fails_the_stream_without_raising_into_rx(strategy: str) -> None:
+    """None is a legal Rx value but never an element: on_error(TypeError), Rx unharmed."""
+    subject: Subject[Any] = Subject()
+    sub: RecordingSubscriber[Any] = RecordingSubscriber(5)
+    from_observable(subject, overflow=strategy).subscribe(sub)
+    sub.await_condition(lambda: len(subject.observers) == 1, what="the Rx subscription")
+    subject.on_next(None)
     sub.await_terminal()
-    assert isinstance(sub.error, RuntimeError) and "event loop" in str(sub.error)
+    assert isinstance(sub.error, TypeError) and "None" in str(sub.error)
+    assert subject.observers == []
 
 
-def test_bad_overflow_name_is_rejected() -> None:
-    """An unknown strategy is a ValueError naming the choices."""
+def test_arguments_are_checked() -> None:
+    """Unknown strategies, bad buffer sizes and non-Observables are rejected at once."""
     with pytest.raises(ValueError, match="overflow must be one of"):
         from_observable(reactivex.empty(), overflow="spill")
+    with pytest.raises(ValueError, match="buffer_size"):
+        from_observable(reactivex.empty(), buffer_size=0)
+    with pytest.raises(TypeError):
+        from_observable([1, 2])  # type: ignore[arg-type]
+    assert from_observable(reactivex.empty(), overflow=Overflow.LATEST).overflow is Overflow.LATEST
 
 
-def test_to_observable_delivers_and_dispose_cancels() -> None:
-    """to_observable emits everything; dispose() cancels the publisher (generator closed)."""
+def test_subscribe_failure_becomes_on_error() -> None:
+    """An Observable whose subscribe raises gives on_subscribe then on_error."""
+
+    def broken(_: Any, __: Any = None) -> Any:
+        raise RuntimeError("cannot subscribe")
+
+    for strategy in STRATEGIES:
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+        from_observable(reactivex.create(broken), overflow=strategy).subscribe(sub)
+        sub.await_terminal()
+        assert isinstance(sub.error, RuntimeError) and sub.subscription is not None
+
+
+# -- to_observable ------------------------------------------------------------------------------
+
+
+def test_to_observable_delivers_then_completes() -> None:
+    """to_observable emits every element in order, then on_completed."""
     out: list[Any] = []
     to_observable(from_iterable(range(5))).subscribe(
         on_next=out.append, on_completed=lambda: out.append("done")
     )
     assert out == [0, 1, 2, 3, 4, "done"]
-    closed = threading.Event()
 
-    def gen() -> Iterator[int]:
-        try:
-            i = 0
-            while True:
-                yield i
-                i += 1
-        finally:
-            closed.set()
 
+def test_to_observable_errors_reach_rx_on_error() -> None:
+    """A failing publisher becomes Rx on_error, after the elements before it."""
+
+    def failing() -> Iterator[int]:
+        yield 1
+        raise ValueError("source broke")
+
+    out: list[Any] = []
+    errors: list[Exception] = []
+    to_observable(from_iterable(failing())).subscribe(on_next=out.append, on_error=errors.append)
+    assert out == [1] and isinstance(errors[0], ValueError)
+
+
+def test_to_observable_subscribe_failure_reaches_rx_on_error() -> None:
+    """A publisher whose subscribe raises gives Rx on_error."""
+
+    class Broken:
+        def subscribe(self, subscriber: Any) -> None:
+            raise RuntimeError("no")
+
+    errors: list[Exception] = []
+    to_observable(Broken()).subscribe(on_error=errors.append)
+    assert isinstance(errors[0], RuntimeError)
+
+
+def test_to_observable_dispose_cancels() -> None:
+    """dispose() cancels the publisher: a generator behind it is closed."""
+    gen = _Counted()
     seen = threading.Event()
     with ThreadPoolExecutor(1) as pool:
-        source = to_observable(from_iterable(gen(), executor=pool), prefetch=4)
+        source = to_observable(from_iterable(gen, executor=pool), prefetch=4)
         disposable = source.subscribe(lambda x: seen.set())
         assert seen.wait(5)
         disposable.dispose()
-        assert closed.wait(5)
+        assert gen.closed.wait(5)
 
 
-def test_rx_processor_keeps_demand_honest() -> None:
-    """map/filter inside the processor; upstream never asked beyond the buffer."""
-    requested = 0
+def test_to_observable_take_stops_an_infinite_synchronous_publisher() -> None:
+    """ops.take(n) over an infinite synchronous publisher returns and closes it."""
+    gen = _Counted()
+    out: list[int] = []
+    to_observable(from_iterable(gen), prefetch=8).pipe(ops.take(5)).subscribe(out.append)
+    assert out == [0, 1, 2, 3, 4] and gen.closed.is_set() and gen.pulled <= 8
 
-    class Counting:
-        def __init__(self) -> None:
-            self.inner = from_iterable(range(1000))
 
-        def subscribe(self, subscriber: Any) -> None:
-            class Wrap:
-                def on_subscribe(self, s: Any) -> None:
-                    class S:
-                        def request(self, n: int) -> None:
-                            nonlocal requested
-                            requested += n
-                            s.request(n)
+def test_to_observable_keeps_at_most_prefetch_requested_ahead() -> None:
+    """The window: requested - taken never exceeds prefetch; replenished in 75% steps."""
+    upstream = _CountingPublisher(from_iterable(range(1000)))
+    worst = 0
+    taken = 0
 
-                        def cancel(self) -> None:
-                            s.cancel()
+    def on_next(_: int) -> None:
+        nonlocal worst, taken
+        taken += 1
+        worst = max(worst, upstream.requested - taken)
 
-                    subscriber.on_subscribe(S())
+    to_observable(upstream, prefetch=16).subscribe(on_next)
+    assert taken == 1000 and worst <= 16 and upstream.max_in_flight <= 16
 
-                def on_next(self, x: Any) -> None:
-                    subscriber.on_next(x)
 
-                def on_error(self, e: Exception) -> None:
-                    subscriber.on_error(e)
+def test_to_observable_resubscribes_for_each_observer() -> None:
+    """Each Rx subscription subscribes to the publisher afresh."""
+    source = to_observable(from_observable(reactivex.from_iterable(range(3))))
+    first: list[int] = []
+    second: list[int] = []
+    done = threading.Barrier(3)
+    source.subscribe(first.append, on_completed=lambda: done.wait(5))
+    source.subscribe(second.append, on_completed=lambda: done.wait(5))
+    done.wait(5)
+    assert first == second == [0, 1, 2]
 
-                def on_complete(self) -> None:
-                    subscriber.on_complete()
 
-            self.inner.subscribe(Wrap())
+# -- rx_processor ---------------------------------------------------------------------------
 
-    stage = rx_processor(ops.map(lambda x: x * 2), ops.filter(lambda x: x % 3 == 0), buffer_size=8)
-    Counting().subscribe(stage)
-    # Nothing downstream yet: filtered-out elements free room, kept ones fill the buffer.
-    assert len(stage._source._items) <= 8  # type: ignore[attr-defined]
-    assert requested >= 8
-    sub: RecordingSubscriber[int] = RecordingSubscriber(2)
+
+def _reference(operators: list[Any], items: list[int]) -> list[Any]:
+    out: list[Any] = []
+    reactivex.from_iterable(items).pipe(*operators).subscribe(out.append)
+    return out
+
+
+CHAINS: dict[str, Callable[[], list[Any]]] = {
+    "map": lambda: [ops.map(lambda x: x * 2)],
+    "filter": lambda: [ops.filter(lambda x: x % 3 == 0)],
+    "flat_map x5": lambda: [ops.flat_map(lambda x: reactivex.from_iterable([x] * 5))],
+    "buffer_with_count": lambda: [ops.buffer_with_count(4)],
+    "map+filter+flat_map+batch": lambda: [
+        ops.map(lambda x: x + 1),
+        ops.filter(lambda x: x % 2 == 0),
+        ops.flat_map(lambda x: reactivex.of(x, -x)),
+        ops.buffer_with_count(3),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", list(CHAINS))
+def test_rx_processor_keeps_the_bound_and_honest_demand(name: str) -> None:
+    """Held outputs stay <= buffer_size and upstream in flight <= buffer_size, whatever the
+    chain; everything arrives as plain Rx would produce it."""
+    size = 16
+    produced = 0
+
+    def count(_: Any) -> None:
+        nonlocal produced
+        produced += 1
+
+    upstream = _CountingPublisher(from_iterable(range(500)))
+    stage = rx_processor(*CHAINS[name](), ops.do_action(on_next=count), buffer_size=size)
+    upstream.subscribe(stage)
+    sub: RecordingSubscriber[Any] = RecordingSubscriber(0)
     stage.subscribe(sub)
-    sub.await_count(2)
-    assert sub.elements == [0, 6]
+    held_max = produced
+    for _ in range(400):
+        if sub.is_terminated:
+            break
+        sub.request(3)
+        held_max = max(held_max, produced - len(sub.elements))
+        assert upstream.requested - upstream.sent <= size
     sub.request(10**6)
     sub.await_terminal()
-    assert sub.elements == [x * 2 for x in range(1000) if (x * 2) % 3 == 0]
+    assert held_max <= size, f"held {held_max} outputs for buffer_size={size}"
+    assert upstream.max_in_flight <= size
+    assert sub.elements == _reference(CHAINS[name](), list(range(500)))
     sub.assert_no_violations()
 
 
-def test_rx_processor_expanding_and_batching_operators() -> None:
-    """flat_map and buffer_with_count run with demand kept and nothing lost."""
-    stage = rx_processor(ops.flat_map(lambda x: reactivex.of(x, x)), ops.buffer_with_count(3))
-    from_iterable(range(6)).subscribe(stage)
-    assert list(to_iterator(stage)) == [[0, 0, 1], [1, 2, 2], [3, 3, 4], [4, 5, 5]]
+def test_rx_processor_bounds_expansion_when_nothing_is_requested() -> None:
+    """flat_map x10 with no downstream demand: the buffer stops at buffer_size."""
+    upstream = _CountingPublisher(from_iterable(range(10_000)))
+    produced = 0
+
+    def count(_: Any) -> None:
+        nonlocal produced
+        produced += 1
+
+    stage = rx_processor(
+        ops.flat_map(lambda x: reactivex.from_iterable(range(10))),
+        ops.do_action(on_next=count),
+        buffer_size=16,
+    )
+    upstream.subscribe(stage)
+    assert produced <= 16 and upstream.sent == 1  # 10 held; 2 more inputs would not fit
+
+
+def test_rx_processor_progresses_when_one_input_expands_beyond_the_buffer() -> None:
+    """An input that expands into more than buffer_size is requested alone and delivered."""
+    stage = rx_processor(ops.flat_map(lambda x: reactivex.from_iterable(range(50))), buffer_size=8)
+    upstream = _CountingPublisher(from_iterable(range(3)))
+    upstream.subscribe(stage)
+    assert upstream.sent == 1
+    assert list(to_iterator(stage, prefetch=4)) == list(range(50)) * 3
+    assert upstream.max_in_flight == 1
+
+
+def test_rx_processor_take_cancels_upstream_at_once() -> None:
+    """A chain that ends by itself (take) cancels upstream, even before any subscriber."""
+    gen = _Counted()
+    stage = rx_processor(ops.take(3), buffer_size=8)
+    from_iterable(gen).subscribe(stage)
+    assert gen.closed.is_set()
+    assert list(to_iterator(stage)) == [0, 1, 2]
+
+
+def test_rx_processor_operator_error_follows_the_outputs_and_cancels_upstream() -> None:
+    """A raising operator: buffered outputs first, then on_error; upstream cancelled."""
+
+    def fragile(x: int) -> int:
+        if x == 3:
+            raise ValueError("bad element")
+        return x
+
+    gen = _Counted()
+    stage = rx_processor(ops.map(fragile), buffer_size=8)
+    from_iterable(gen).subscribe(stage)
+    assert gen.closed.is_set()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    stage.subscribe(sub)
+    assert sub.elements == [0, 1, 2] and isinstance(sub.error, ValueError)
+
+
+def test_rx_processor_passes_upstream_errors_after_the_outputs() -> None:
+    """An upstream on_error reaches the subscriber after the outputs already produced."""
+
+    def failing() -> Iterator[int]:
+        yield from range(3)
+        raise KeyError("upstream")
+
+    stage = rx_processor(ops.map(lambda x: x * 10))
+    from_iterable(failing()).subscribe(stage)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+    stage.subscribe(sub)
+    assert sub.elements == [0] and not sub.is_terminated
+    sub.request(5)
+    assert sub.elements == [0, 10, 20] and isinstance(sub.error, KeyError)
+
+
+def test_rx_processor_cancel_cancels_upstream() -> None:
+    """Downstream cancel cancels upstream (its generator closes)."""
+    gen = _Counted()
+    stage = rx_processor(ops.map(lambda x: x), buffer_size=4)
+    from_iterable(gen).subscribe(stage)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(2)
+    stage.subscribe(sub)
+    sub.cancel()
+    assert gen.closed.is_set() and gen.pulled <= 2 + 4 + 1
+
+
+def test_rx_processor_none_output_fails_the_stream() -> None:
+    """A chain that produces None fails the stream with TypeError (§2.13)."""
+    stage = rx_processor(ops.map(lambda x: None))
+    from_iterable(range(3)).subscribe(stage)
+    sub: RecordingSubscriber[Any] = RecordingSubscriber(5)
+    stage.subscribe(sub)
+    assert sub.elements == [] and isinstance(sub.error, TypeError)
 
 
 def test_rx_processor_is_unicast() -> None:
@@ -209,3 +662,131 @@ def test_rx_processor_is_unicast() -> None:
     second: RecordingSubscriber[int] = RecordingSubscriber(0)
     stage.subscribe(second)
     assert second.subscription is not None and isinstance(second.error, RuntimeError)
+
+
+def test_mixed_pipeline_generator_rx_processor_to_observable() -> None:
+    """generator -> rx_processor -> to_observable -> from_observable(block) -> to_iterator."""
+    stage = rx_processor(ops.map(lambda x: x * 3), ops.filter(lambda x: x % 2 == 1))
+    from_iterable(range(200)).subscribe(stage)
+    back = from_observable(to_observable(stage, prefetch=8), buffer_size=8)
+    assert list(to_iterator(back, prefetch=8)) == [x * 3 for x in range(200) if x % 2 == 1]
+
+
+# -- adversarial -----------------------------------------------------------------------------
+
+
+def _race_hot_emission_once(strategy: str) -> None:
+    subject: Subject[int] = Subject()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(0, request_on_next=1)
+    from_observable(subject, overflow=strategy, buffer_size=4).subscribe(sub)
+    sub.await_condition(lambda: len(subject.observers) == 1, what="the Rx subscription")
+    sub.request(2)
+    barrier = threading.Barrier(3)
+    raised: list[BaseException] = []
+
+    def emit() -> None:
+        barrier.wait(5)
+        try:
+            for i in range(200):
+                subject.on_next(i)
+        except BaseException as exc:
+            raised.append(exc)
+
+    def requests() -> None:
+        barrier.wait(5)
+        for _ in range(20):
+            sub.request(1)
+
+    threads = [threading.Thread(target=emit), threading.Thread(target=requests)]
+    for t in threads:
+        t.start()
+    barrier.wait(5)
+    sub.cancel()
+    for t in threads:
+        t.join(5)
+        assert not t.is_alive()
+    assert raised == [] and subject.observers == []
+    elements = list(sub.elements)
+    assert elements == sorted(set(elements))  # in order, no duplicates
+    sub.assert_no_violations()
+
+
+@pytest.mark.stress
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_cancel_racing_hot_emission(strategy: str) -> None:
+    """Cancel from one thread while another emits and a third requests: no violation,
+    nothing raised into the emitter, the Rx subscription disposed, the emitter never stuck."""
+    for _ in range(100):
+        _race_hot_emission_once(strategy)
+
+
+def _race_cold_block_once() -> None:
+    before = _owned_threads()
+    gen = _Counted()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+    from_observable(reactivex.from_iterable(gen), buffer_size=2).subscribe(sub)
+    barrier = threading.Barrier(2)
+
+    def requests() -> None:
+        barrier.wait(5)
+        for _ in range(50):
+            sub.request(1)
+
+    t = threading.Thread(target=requests)
+    t.start()
+    barrier.wait(5)
+    sub.cancel()
+    t.join(5)
+    for thread in _owned_threads() - before:
+        thread.join(5)
+        assert not thread.is_alive()
+    assert gen.closed.wait(5) or gen.pulled == 0
+    sub.assert_no_violations()
+
+
+@pytest.mark.stress
+def test_cancel_racing_a_cold_block_source() -> None:
+    """block on a cold source: cancel racing requests always ends the owned thread."""
+    for _ in range(100):
+        _race_cold_block_once()
+
+
+def _race_dispose_once(pool: ThreadPoolExecutor) -> None:
+    gen = _Counted()
+    seen = threading.Event()
+    source = to_observable(from_iterable(gen, executor=pool), prefetch=4)
+    disposable = source.subscribe(lambda _: seen.set())
+    assert seen.wait(5)
+    disposable.dispose()
+    assert gen.closed.wait(5)
+
+
+@pytest.mark.stress
+def test_dispose_racing_emission_from_an_executor() -> None:
+    """to_observable: dispose() racing emission on an executor thread closes the source."""
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(100):
+            _race_dispose_once(pool)
+
+
+def _race_processor_cancel_once(pool: ThreadPoolExecutor) -> None:
+    gen = _Counted()
+    stage = rx_processor(ops.flat_map(lambda x: reactivex.of(x, x)), buffer_size=8)
+    from_iterable(gen, executor=pool).subscribe(stage)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(0, request_on_next=1)
+    stage.subscribe(sub)
+    sub.request(4)
+    sub.await_count(4)
+    sub.cancel()
+    assert gen.closed.wait(5)
+    elements = list(sub.elements)
+    assert elements == sorted(elements)
+    sub.assert_no_violations()
+
+
+@pytest.mark.stress
+def test_rx_processor_cancel_racing_upstream_from_another_thread() -> None:
+    """rx_processor: downstream cancel racing upstream on_next on an executor thread."""
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(100):
+            _race_processor_cancel_once(pool)

@@ -1,10 +1,12 @@
 """The TCK over adapters.rx (cases in compat_matrix/cases/rx.py)."""
 
 from compat_matrix.cases.rx import (
+    FromObservableBlockOnRxThreadVerification,
     FromObservableBlockVerification,
     FromObservableBufferVerification,
     RxProcessorVerification,
     ToObservableSubscriberBlackboxVerification,
+    ToObservableSubscriberWhiteboxVerification,
 )
 
 
@@ -12,7 +14,15 @@ class TestFromObservableBlock(FromObservableBlockVerification):
     pass
 
 
+class TestFromObservableBlockOnRxThread(FromObservableBlockOnRxThreadVerification):
+    pass
+
+
 class TestFromObservableBuffer(FromObservableBufferVerification):
+    pass
+
+
+class TestToObservableWhitebox(ToObservableSubscriberWhiteboxVerification):
     pass
 
 
