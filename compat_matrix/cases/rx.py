@@ -85,7 +85,9 @@ class _Capture:
 def _inside_to_observable(prefetch: int) -> tuple[Subscriber[int], DisposableBase]:
     """The subscriber ``to_observable(...).subscribe(observer)`` gives its publisher."""
     capture = _Capture()
-    disposable = to_observable(capture, prefetch=prefetch).subscribe(lambda _: None)
+    disposable = to_observable(capture, prefetch=prefetch).subscribe(
+        on_next=lambda _: None, on_error=lambda _: None
+    )
     assert capture.subscriber is not None
     return capture.subscriber, disposable
 

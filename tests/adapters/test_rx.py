@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import runpy
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +22,7 @@ from rs_core import OverflowViolation, Publisher, Subscriber, Subscription
 from rs_core.testing import RecordingSubscriber
 
 STRATEGIES = ["block", "buffer", "drop", "latest", "error"]
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "rx_pipeline.py"
 
 
 def _owned_threads() -> set[threading.Thread]:
@@ -670,6 +673,15 @@ def test_mixed_pipeline_generator_rx_processor_to_observable() -> None:
     from_iterable(range(200)).subscribe(stage)
     back = from_observable(to_observable(stage, prefetch=8), buffer_size=8)
     assert list(to_iterator(back, prefetch=8)) == [x * 3 for x in range(200) if x % 2 == 1]
+
+
+def test_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/examples/rx_pipeline.py runs; latest ends on the newest price, nothing unaccounted."""
+    runpy.run_path(str(EXAMPLE), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "the last one 99999; " in out and "seen + dropped == sent: True" in out
+    assert "sum of squares divisible by 3 below 10000: 111127776111" in out
+    assert "take(3): [0, 1, 4]; the infinite generator was closed: True" in out
 
 
 # -- adversarial -----------------------------------------------------------------------------
