@@ -315,7 +315,10 @@ class _ObservableSource(_BufferSource[T]):
         return value
 
     def consumed(self, n: int) -> None:
-        if self._strategy is Overflow.BLOCK:
+        # An emitter waits only after seeing the buffer full (under _cond), and it alone
+        # pushes, so the pop that made room leaves len + n >= buffer_size: only that pop
+        # needs the lock and the notify (taking _cond orders it after the emitter's wait()).
+        if self._strategy is Overflow.BLOCK and len(self._items) + n >= self._buffer_size:
             with self._cond:
                 self._cond.notify()  # room again: release the waiting emitter
 
