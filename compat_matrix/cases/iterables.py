@@ -1,4 +1,10 @@
-"""TCK cases for ``adapters.iterables`` and ``rs_core.publish_on``."""
+"""TCK cases for ``adapters.iterables`` (both directions) and ``rs_core.publish_on``.
+
+Publishers: ``from_iterable`` over a re-iterable range, over a fresh generator, with
+``executor=``, and behind ``publish_on``. Subscriber: the one ``to_iterator`` builds (its
+``PrefetchQueue``), obtained by letting ``to_iterator`` subscribe to a hand-off publisher
+and handing that subscriber to the TCK, which then plays the real publisher.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from adapters.iterables import from_iterable
+from adapters.iterables import BlockingIterator, from_iterable, to_iterator
 from rs_core import Publisher, Subscriber, Subscription, publish_on
-from rs_core._drain import EMPTY, END
-from rs_core._prefetch import PrefetchQueue
 from rs_core.tck import (
     ProbedSubscriber,
     PublisherVerification,
@@ -18,7 +22,7 @@ from rs_core.tck import (
     WhiteboxSubscriberProbe,
 )
 
-_EXECUTOR = ThreadPoolExecutor(4, thread_name_prefix="tck-publish-on")
+_EXECUTOR = ThreadPoolExecutor(4, thread_name_prefix="tck-iterables")
 
 
 class _FailingIterable:
@@ -28,8 +32,20 @@ class _FailingIterable:
         raise RuntimeError("TCK: this iterable cannot be iterated")
 
 
+def _numbers(n: int) -> Iterator[int]:
+    yield from range(n)
+
+
+def _consumed_generator() -> Iterator[int]:
+    generator = _numbers(3)
+    for _ in generator:
+        pass
+    return generator
+
+
 class FromIterableVerification(PublisherVerification[int]):
-    """``from_iterable(range(n))``: inline, pulled on the caller of ``request``."""
+    """``from_iterable(range(n))``: pulled inline on the thread that calls ``request``; the
+    failed publisher wraps an iterable whose ``__iter__`` raises."""
 
     def create_publisher(self, elements: int) -> Publisher[int]:
         return from_iterable(range(elements))
@@ -38,15 +54,46 @@ class FromIterableVerification(PublisherVerification[int]):
         return from_iterable(_FailingIterable())
 
 
+class FromGeneratorVerification(PublisherVerification[int]):
+    """``from_iterable(generator)``: one-shot, so a second subscriber is refused (the
+    optional multi-subscriber tests skip); the failed publisher wraps a generator that was
+    already consumed, so its first subscriber is refused as well (one-shot guard)."""
+
+    def create_publisher(self, elements: int) -> Publisher[int]:
+        return from_iterable(_numbers(elements))
+
+    def create_failed_publisher(self) -> Publisher[int] | None:
+        publisher = from_iterable(_consumed_generator())
+        publisher.subscribe(_Discard())  # the one subscriber it could serve
+        return publisher
+
+
+class _Discard:
+    """Takes a subscription and cancels it at once."""
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        subscription.cancel()
+
+    def on_next(self, element: int) -> None:
+        pass
+
+    def on_error(self, error: Exception) -> None:
+        pass
+
+    def on_complete(self) -> None:
+        pass
+
+
 class FromIterableOnExecutorVerification(FromIterableVerification):
-    """``from_iterable(range(n), executor=...)``: ``next()`` runs on an executor thread."""
+    """``from_iterable(range(n), executor=...)``: ``next()`` and signals on executor threads."""
 
     def create_publisher(self, elements: int) -> Publisher[int]:
         return from_iterable(range(elements), executor=_EXECUTOR)
 
 
 class PublishOnVerification(FromIterableVerification):
-    """``publish_on(from_iterable(range(n)), executor)``: the asynchronous boundary."""
+    """``publish_on(from_iterable(range(n)), executor, prefetch=8)``: the asynchronous
+    boundary, with a window small enough that replenishing runs in every test."""
 
     def create_publisher(self, elements: int) -> Publisher[int]:
         return publish_on(from_iterable(range(elements)), _EXECUTOR, prefetch=8)
@@ -55,43 +102,118 @@ class PublishOnVerification(FromIterableVerification):
         return publish_on(from_iterable(_FailingIterable()), _EXECUTOR)
 
 
-class _ConsumingPuppet:
-    """Plays the thread that iterates ``to_iterator``: ``trigger_request(n)`` consumes up to
-    ``n`` elements waiting in the queue, which makes it request more; cancel closes it."""
+# -- to_iterator's subscriber ---------------------------------------------------------------
 
-    def __init__(self, queue: PrefetchQueue[Any]) -> None:
-        self._queue = queue
+
+class _Handoff:
+    """A publisher that only remembers its subscriber: the TCK then plays the publisher."""
+
+    def __init__(self) -> None:
+        self.subscriber: Subscriber[int] | None = None
+
+    def subscribe(self, subscriber: Subscriber[int]) -> None:
+        self.subscriber = subscriber
+
+
+def _iterator_and_subscriber(prefetch: int) -> tuple[BlockingIterator[int], Subscriber[int]]:
+    """``to_iterator(...)`` and the very subscriber it subscribed with."""
+    handoff = _Handoff()
+    iterator = to_iterator(handoff, prefetch=prefetch)
+    assert handoff.subscriber is not None
+    return iterator, handoff.subscriber
+
+
+class _Consumer:
+    """Plays the thread that iterates: ``trigger_request(n)`` means "n more ``next()``
+    calls"; each is made as soon as an element has arrived, so it never blocks (the TCK
+    drives the stage from one thread). Consuming is what makes ``to_iterator`` request more;
+    ``signal_cancel`` is ``close()``."""
+
+    def __init__(self, iterator: BlockingIterator[int]) -> None:
+        self._iterator = iterator
+        self._wanted = 0
+        self._arrived = 0
+        self._ended = False
+
+    def arrived(self) -> None:
+        self._arrived += 1
+        self._consume()
 
     def trigger_request(self, n: int) -> None:
-        for _ in range(n):
-            if self._queue.poll() in (EMPTY, END):
-                break
+        self._wanted += n
+        self._consume()
 
     def signal_cancel(self) -> None:
-        self._queue.close()
+        self._iterator.close()
+
+    def _consume(self) -> None:
+        while self._wanted > 0 and self._arrived > 0 and not self._ended:
+            self._wanted -= 1
+            self._arrived -= 1
+            try:
+                next(self._iterator)
+            except StopIteration:
+                self._ended = True
+            except Exception:  # the stream's error, raised where iteration reaches it
+                self._ended = True
 
 
-class ToIteratorSubscriberWhiteboxVerification(SubscriberWhiteboxVerification[int]):
-    """The subscriber inside ``to_iterator`` (a PrefetchQueue, window 2, replenishing 1 at a
-    time so each consumed element shows as a request), driven the way iteration drives it."""
+class _ConsumedSubscriber(ProbedSubscriber[int]):
+    """to_iterator's subscriber reporting to the probe; each element, once reported, is
+    offered to the consumer."""
+
+    def __init__(
+        self, inner: Subscriber[int], probe: WhiteboxSubscriberProbe[int], consumer: _Consumer
+    ) -> None:
+        super().__init__(inner, probe, lambda _: consumer)
+        self._consumer = consumer
+
+    def on_next(self, element: int) -> None:
+        super().on_next(element)
+        self._consumer.arrived()
+
+
+class _KeepsIterators:
+    """Holds each test's ``to_iterator`` (dropping it would cancel) and closes it after."""
+
+    _iterators: list[BlockingIterator[int]]
+
+    def _keep(self, iterator: BlockingIterator[int]) -> None:
+        if not hasattr(self, "_iterators"):
+            self._iterators = []
+        self._iterators.append(iterator)
+
+    def teardown_method(self, method: Any) -> None:
+        for iterator in getattr(self, "_iterators", []):
+            iterator.close()
+
+
+class ToIteratorSubscriberWhiteboxVerification(
+    _KeepsIterators, SubscriberWhiteboxVerification[int]
+):
+    """The subscriber inside ``to_iterator(publisher, prefetch=1)``: a window of one, so
+    every element consumed through the iterator's ``next()`` shows as one more request.
+    The puppet is the consuming thread (see ``_Consumer``); cancel is ``close()``."""
 
     def create_subscriber(self, probe: WhiteboxSubscriberProbe[int]) -> Subscriber[int]:
-        queue: PrefetchQueue[int] = PrefetchQueue(2, limit=1)
-
-        def puppet(_: Subscription) -> _ConsumingPuppet:
-            return _ConsumingPuppet(queue)
-
-        return ProbedSubscriber(queue, probe, puppet)
+        iterator, subscriber = _iterator_and_subscriber(prefetch=1)
+        self._keep(iterator)
+        return _ConsumedSubscriber(subscriber, probe, _Consumer(iterator))
 
     def create_element(self, i: int) -> int:
         return i
 
 
-class ToIteratorSubscriberBlackboxVerification(SubscriberBlackboxVerification[int]):
-    """The subscriber inside ``to_iterator``, as a publisher sees it (default window 256)."""
+class ToIteratorSubscriberBlackboxVerification(
+    _KeepsIterators, SubscriberBlackboxVerification[int]
+):
+    """The subscriber inside ``to_iterator(publisher)`` (default window 256), as a
+    publisher sees it: it requests its window on subscription."""
 
     def create_subscriber(self) -> Subscriber[int]:
-        return PrefetchQueue(256)
+        iterator, subscriber = _iterator_and_subscriber(prefetch=256)
+        self._keep(iterator)
+        return subscriber
 
     def create_element(self, i: int) -> int:
         return i
@@ -99,6 +221,7 @@ class ToIteratorSubscriberBlackboxVerification(SubscriberBlackboxVerification[in
 
 CASES = [
     ("from_iterable", FromIterableVerification),
+    ("from_iterable(generator)", FromGeneratorVerification),
     ("from_iterable(executor)", FromIterableOnExecutorVerification),
     ("publish_on", PublishOnVerification),
     ("to_iterator (whitebox)", ToIteratorSubscriberWhiteboxVerification),

@@ -1,18 +1,27 @@
 """The Python TCK: verification base classes a user subclasses in pytest.
 
-Each test method is named as its official counterpart (see ``official_tck_tests.tsv``),
-carries its rule (``.rule``) and kind (``.kind``), raises :class:`TCKFailure` whose message
-starts with the rule, and skips with ``unittest.SkipTest`` saying why. Timeouts come from
-:class:`TestEnvironment` (environment variables ``RS_TCK_*_MS``).
+Each test method is named as its official counterpart (``test_`` plus the JVM name in
+snake case), carries its rule (``.rule``) and kind (``.kind``: required / optional /
+stochastic / untested), raises :class:`TCKFailure` whose message starts with the rule
+(``"§1.1: ..."``), and skips with ``unittest.SkipTest`` saying why. Timeouts come from
+:class:`TestEnvironment` (arguments, or the environment variables ``RS_TCK_*_MS``).
 
 Example::
 
     class TestMyPublisher(PublisherVerification[int]):
-        def create_publisher(self, elements):
+        def create_publisher(self, elements: int) -> Publisher[int]:
             return from_iterable(range(elements))
 """
 
-from rs_core.tck._env import ManualPublisher, ManualSubscriber, TCKFailure, TestEnvironment, rule
+from rs_core.tck._env import (
+    ConflictDetector,
+    ManualPublisher,
+    ManualSubscriber,
+    ManualSubscription,
+    TCKFailure,
+    TestEnvironment,
+    rule,
+)
 from rs_core.tck._processor import IdentityProcessorVerification
 from rs_core.tck._publisher import PublisherVerification
 from rs_core.tck._subscriber import (
@@ -24,9 +33,11 @@ from rs_core.tck._subscriber import (
 )
 
 __all__ = [
+    "ConflictDetector",
     "IdentityProcessorVerification",
     "ManualPublisher",
     "ManualSubscriber",
+    "ManualSubscription",
     "ProbedSubscriber",
     "PublisherVerification",
     "SubscriberBlackboxVerification",

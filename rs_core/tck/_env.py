@@ -1,5 +1,10 @@
-"""The TCK's environment: timeouts, the failure type, rule metadata, and the test doubles
-(a manual subscriber the test drives, a manual publisher the test signals through)."""
+"""The TCK's environment: timeouts, the failure type, rule metadata, a conflict detector, and
+the test doubles every verification drives (a manual subscriber the test requests through,
+a manual publisher the test signals through).
+
+Nothing here blocks a caller of ``request`` or ``cancel``; the test thread is the only one
+that waits, always on a condition with a deadline (``TestEnvironment.default_timeout``).
+"""
 
 from __future__ import annotations
 
@@ -10,14 +15,16 @@ import time
 import unittest
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from rs_core._demand import add_cap
 from rs_core.api import Subscriber, Subscription
 
 __all__ = [
+    "ConflictDetector",
     "ManualPublisher",
     "ManualSubscriber",
+    "ManualSubscription",
     "TCKFailure",
     "TestEnvironment",
     "rule",
@@ -27,14 +34,19 @@ __all__ = [
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
+KINDS = ("required", "optional", "stochastic", "untested")
+
 
 class TCKFailure(AssertionError):
     """A TCK test failed; the message starts with the rule it checks (``"§1.1: ..."``)."""
 
 
 def rule(rule_id: str, kind: str = "required") -> Callable[[F], F]:
-    """Attach the rule (``"1.1"``, ``"setup"``) and kind (required / optional / stochastic /
-    untested) a test method checks, for ``python -m compat_matrix``."""
+    """Attach the rule a test method checks (``"1.1"``, or ``"setup"`` / ``"config"``) and its
+    kind (required / optional / stochastic / untested) as the attributes ``rule`` and ``kind``,
+    which ``python -m compat_matrix`` reads."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
 
     def mark(fn: F) -> F:
         fn.rule = rule_id  # type: ignore[attr-defined]
@@ -51,69 +63,154 @@ def skip(reason: str) -> unittest.SkipTest:
 
 def _env_ms(name: str, default: int) -> float:
     value = os.environ.get(name)
-    return (int(value) if value else default) / 1000.0
+    if value is None or not value.strip():
+        return default / 1000.0
+    try:
+        ms = int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number of milliseconds, got {value!r}") from None
+    if ms < 0:
+        raise ValueError(f"{name} must not be negative, got {ms}")
+    return ms / 1000.0
+
+
+def _ms(name: str, given: int | None, variable: str, default: int) -> float:
+    if given is None:
+        return _env_ms(variable, default)
+    if given < 0:
+        raise ValueError(f"{name} must not be negative, got {given}")
+    return given / 1000.0
 
 
 class TestEnvironment:
-    """Timeouts for the TCK, each overridable by argument or environment variable (ms).
+    """Timeouts for the TCK, each given in milliseconds by argument or environment variable.
 
     Args:
         default_timeout_ms: how long to wait for an expected signal
             (``RS_TCK_DEFAULT_TIMEOUT_MS``, default 1000).
-        no_signals_timeout_ms: how long to watch for an unexpected signal
+        no_signals_timeout_ms: how long to watch for a signal that must not come
             (``RS_TCK_NO_SIGNALS_TIMEOUT_MS``, default 100).
-        gc_timeout_ms: how long a publisher may take to drop a cancelled subscriber
+        gc_timeout_ms: how long a publisher may take to drop a cancelled subscriber, §3.13
             (``RS_TCK_GC_TIMEOUT_MS``, default 300).
+        poll_timeout_ms: how often a waiting test re-checks its condition
+            (``RS_TCK_POLL_TIMEOUT_MS``, default 10).
+
+    Attributes ``default_timeout``, ``no_signals_timeout``, ``gc_timeout`` and
+    ``poll_timeout`` hold the same values in seconds. Raise them (by argument in ``env()``,
+    or by environment variable for a whole run) to verify a slow publisher such as Spark.
     """
 
     __test__ = False  # not a pytest test class
+
+    _loop: ClassVar[asyncio.AbstractEventLoop | None] = None
+    _loop_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(
         self,
         default_timeout_ms: int | None = None,
         no_signals_timeout_ms: int | None = None,
         gc_timeout_ms: int | None = None,
+        poll_timeout_ms: int | None = None,
     ) -> None:
-        self.default_timeout = (
-            default_timeout_ms / 1000.0
-            if default_timeout_ms is not None
-            else _env_ms("RS_TCK_DEFAULT_TIMEOUT_MS", 1000)
+        self.default_timeout = _ms(
+            "default_timeout_ms", default_timeout_ms, "RS_TCK_DEFAULT_TIMEOUT_MS", 1000
         )
-        self.no_signals_timeout = (
-            no_signals_timeout_ms / 1000.0
-            if no_signals_timeout_ms is not None
-            else _env_ms("RS_TCK_NO_SIGNALS_TIMEOUT_MS", 100)
+        self.no_signals_timeout = _ms(
+            "no_signals_timeout_ms", no_signals_timeout_ms, "RS_TCK_NO_SIGNALS_TIMEOUT_MS", 100
         )
-        self.gc_timeout = (
-            gc_timeout_ms / 1000.0
-            if gc_timeout_ms is not None
-            else _env_ms("RS_TCK_GC_TIMEOUT_MS", 300)
+        self.gc_timeout = _ms("gc_timeout_ms", gc_timeout_ms, "RS_TCK_GC_TIMEOUT_MS", 300)
+        self.poll_timeout = max(
+            _ms("poll_timeout_ms", poll_timeout_ms, "RS_TCK_POLL_TIMEOUT_MS", 10), 0.001
         )
 
-    _loop: asyncio.AbstractEventLoop | None = None
-    _loop_lock = threading.Lock()
+    def __repr__(self) -> str:
+        return (
+            f"TestEnvironment(default_timeout_ms={self.default_timeout * 1000:g}, "
+            f"no_signals_timeout_ms={self.no_signals_timeout * 1000:g}, "
+            f"gc_timeout_ms={self.gc_timeout * 1000:g}, "
+            f"poll_timeout_ms={self.poll_timeout * 1000:g})"
+        )
 
     @classmethod
     def event_loop(cls) -> asyncio.AbstractEventLoop:
-        """A shared asyncio loop running on a daemon helper thread, for loop-bound publishers."""
+        """A shared asyncio loop running on a daemon helper thread (started on first use),
+        for publishers and subscribers that live on a loop. Never closed: it serves the
+        whole test run."""
         with cls._loop_lock:
             if cls._loop is None or cls._loop.is_closed():
                 loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="rs-tck-loop", daemon=True
-                )
+                thread = threading.Thread(target=loop.run_forever, name="rs-tck-loop", daemon=True)
                 thread.start()
                 cls._loop = loop
             return cls._loop
 
+    def wait_for(
+        self, cond: threading.Condition, predicate: Callable[[], bool], timeout: float
+    ) -> bool:
+        """Wait on ``cond`` (held by the caller) until ``predicate()`` or ``timeout`` seconds;
+        re-checks every ``poll_timeout``. Returns the predicate's last value."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return predicate()
+            cond.wait(min(left, self.poll_timeout))
+        return True
+
+
+class ConflictDetector:
+    """Notices a signal that begins on one thread while another thread is still inside a
+    signal to the same subscriber (§1.3).
+
+    Nesting on one thread is not a conflict: a synchronous publisher may emit from inside a
+    ``request()`` that the subscriber made from ``on_next`` (§3.2); §3.3 bounds that depth.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inside: dict[int, list[str]] = {}
+
+    def enter(self, signal: str) -> str | None:
+        """Record that ``signal`` starts on this thread; return a description of the
+        conflict if another thread is inside a signal, else None."""
+        me = threading.get_ident()
+        with self._lock:
+            conflict = None
+            for thread, signals in self._inside.items():
+                if thread != me and signals:
+                    conflict = (
+                        f"{signal} began on thread {me} while {signals[-1]} was still running "
+                        f"on thread {thread}"
+                    )
+                    break
+            self._inside.setdefault(me, []).append(signal)
+            return conflict
+
+    def leave(self) -> None:
+        me = threading.get_ident()
+        with self._lock:
+            signals = self._inside.get(me)
+            if signals:
+                signals.pop()
+                if not signals:
+                    del self._inside[me]
+
 
 class ManualSubscriber(Generic[T]):
-    """The TCK's own subscriber: records every signal, requests only when told, and flags
-    overlapping signals (§1.3) and anything after a terminal signal (§1.7)."""
+    """The TCK's own subscriber: records every signal, requests only when the test says so,
+    and notes every rule the publisher breaks on the way (checked by ``check_problems``):
+    overlapping signals (§1.3), more ``on_next`` than requested (§1.1), a signal before
+    ``on_subscribe`` or a second ``on_subscribe`` (§1.9), anything after a terminal signal
+    (§1.7).
+
+    Subclasses act from inside signals through ``after_subscribe`` and ``after_next``.
+    Signals may arrive on any thread; the test's ``expect_*`` / ``next_*`` calls wait for them.
+    """
 
     def __init__(self, env: TestEnvironment) -> None:
         self.env = env
         self._cond = threading.Condition()
+        self._guard = ConflictDetector()
         self.subscription: Subscription | None = None
         self.subscribe_count = 0
         self.received: deque[T] = deque()
@@ -122,54 +219,50 @@ class ManualSubscriber(Generic[T]):
         self.completed = 0
         self.errors: list[Exception] = []
         self.problems: list[str] = []
-        self._busy_thread: int | None = None
-        self._busy_depth = 0
         self.signal_order: list[str] = []
 
     # -- signals ---------------------------------------------------------------------------
 
     def _enter(self, name: str) -> None:
+        conflict = self._guard.enter(name)
         with self._cond:
-            me = threading.get_ident()
-            if self._busy_thread is not None and self._busy_thread != me:
-                self.problems.append(f"§1.3: {name} overlapped another signal on another thread")
-            self._busy_thread = me
-            self._busy_depth += 1
-            self.signal_order.append(name)
+            if conflict is not None:
+                self.problems.append(f"§1.3: signals overlapped: {conflict}")
+            if len(self.signal_order) < 1000:
+                self.signal_order.append(name)
             if name != "on_subscribe" and self.subscription is None:
-                self.problems.append(f"§1.9: {name} before on_subscribe")
-            if name != "on_subscribe" and (self.completed or self.errors):
-                self.problems.append(f"§1.7: {name} after a terminal signal")
+                self.problems.append(f"§1.9: {name} was signalled before on_subscribe")
+            if self.completed or self.errors:
+                self.problems.append(f"§1.7: {name} was signalled after a terminal signal")
 
     def _leave(self) -> None:
+        self._guard.leave()
         with self._cond:
-            self._busy_depth -= 1
-            if self._busy_depth <= 0:  # nested signals (request from on_next) unwind first
-                self._busy_depth = 0
-                self._busy_thread = None
             self._cond.notify_all()
 
     def on_subscribe(self, subscription: Subscription) -> None:
         if subscription is None:
-            raise TypeError("§2.13: on_subscribe(None)")
+            raise TypeError("§2.13: on_subscribe() requires a Subscription, got None")
         self._enter("on_subscribe")
         try:
             with self._cond:
                 self.subscribe_count += 1
-                if self.subscription is not None:
-                    self.problems.append("§1.9/§2.12: on_subscribe signalled twice")
-                else:
+                first = self.subscription is None
+                if first:
                     self.subscription = subscription
-            self.after_subscribe(subscription)
+                else:
+                    self.problems.append("§1.9: on_subscribe was signalled twice")
+            if first:
+                self.after_subscribe(subscription)
         finally:
             self._leave()
 
     def after_subscribe(self, subscription: Subscription) -> None:
-        """Hook for subclasses (e.g. request from inside on_subscribe)."""
+        """Hook: runs inside ``on_subscribe`` (e.g. to request from there, §3.2)."""
 
     def on_next(self, element: T) -> None:
         if element is None:
-            raise TypeError("§2.13: on_next(None)")
+            raise TypeError("§2.13: on_next() requires an element, got None")
         self._enter("on_next")
         try:
             with self._cond:
@@ -177,19 +270,19 @@ class ManualSubscriber(Generic[T]):
                 self.total_received += 1
                 if self.total_received > self.requested:
                     self.problems.append(
-                        f"§1.1: on_next #{self.total_received} exceeds the {self.requested} "
-                        "elements requested"
+                        f"§1.1: on_next #{self.total_received} arrived, but only "
+                        f"{self.requested} were requested"
                     )
             self.after_next(element)
         finally:
             self._leave()
 
     def after_next(self, element: T) -> None:
-        """Hook for subclasses (e.g. request from inside on_next)."""
+        """Hook: runs inside ``on_next`` (e.g. to request from there, §3.2/§3.3)."""
 
     def on_error(self, error: Exception) -> None:
         if error is None:
-            raise TypeError("§2.13: on_error(None)")
+            raise TypeError("§2.13: on_error() requires an exception, got None")
         self._enter("on_error")
         try:
             with self._cond:
@@ -205,22 +298,19 @@ class ManualSubscriber(Generic[T]):
         finally:
             self._leave()
 
-    # -- the test's side -----------------------------------------------------------------------
+    # -- the test's side ---------------------------------------------------------------------
 
-    def _wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
+    def wait(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Wait until ``predicate()`` holds (checked under this subscriber's lock)."""
         with self._cond:
-            while not predicate():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(min(left, 0.01))
-            return True
+            return self.env.wait_for(
+                self._cond, predicate, self.env.default_timeout if timeout is None else timeout
+            )
 
     def expect_subscribed(self, rule_id: str = "1.9") -> Subscription:
-        if not self._wait(lambda: self.subscription is not None, self.env.default_timeout):
+        if not self.wait(lambda: self.subscription is not None):
             raise TCKFailure(
-                f"§{rule_id}: on_subscribe not signalled within {self.env.default_timeout}s"
+                f"§{rule_id}: on_subscribe was not signalled within {self.env.default_timeout}s"
             )
         assert self.subscription is not None
         return self.subscription
@@ -242,32 +332,55 @@ class ManualSubscriber(Generic[T]):
     def next_element(self, rule_id: str, what: str = "an element") -> T:
         return self.next_elements(1, rule_id, what)[0]
 
-    def next_elements(self, n: int, rule_id: str, what: str = "") -> list[T]:
-        if not self._wait(
-            lambda: len(self.received) >= n or bool(self.errors) or self.completed > 0,
-            self.env.default_timeout,
-        ):
-            raise TCKFailure(
-                f"§{rule_id}: expected {what or f'{n} elements'} within "
-                f"{self.env.default_timeout}s, got {len(self.received)}"
-            )
+    def next_elements(
+        self, n: int, rule_id: str, what: str = "", timeout: float | None = None
+    ) -> list[T]:
+        """Take the next ``n`` elements, failing on timeout, an error or an early end."""
+        what = what or f"{n} elements"
+        done = self.wait(
+            lambda: len(self.received) >= n or bool(self.errors) or self.completed > 0, timeout
+        )
         self.check_problems()
-        if self.errors:
-            raise TCKFailure(
-                f"§{rule_id}: expected {what or f'{n} elements'}, got on_error({self.errors[0]!r})"
-            )
-        if len(self.received) < n:
-            raise TCKFailure(
-                f"§{rule_id}: expected {what or f'{n} elements'}, the stream completed after "
-                f"{len(self.received)}"
-            )
-        return [self.received.popleft() for _ in range(n)]
-
-    def expect_completion(self, rule_id: str, what: str = "on_complete") -> None:
-        done = self._wait(lambda: self.completed > 0 or bool(self.errors), self.env.default_timeout)
+        with self._cond:
+            if len(self.received) >= n:
+                return [self.received.popleft() for _ in range(n)]
+            got = len(self.received)
         if not done:
             raise TCKFailure(
-                f"§{rule_id}: expected {what} within {self.env.default_timeout}s "
+                f"§{rule_id}: expected {what} within {self.env.default_timeout}s, got {got}"
+            )
+        if self.errors:
+            raise TCKFailure(f"§{rule_id}: expected {what}, got on_error({self.errors[0]!r})")
+        raise TCKFailure(f"§{rule_id}: expected {what}, the stream completed after {got}")
+
+    def next_element_or_end(self, rule_id: str) -> T | None:
+        """Wait for an element (returned) or completion (None); fail on error or timeout."""
+        done = self.wait(lambda: bool(self.received) or bool(self.errors) or self.completed > 0)
+        self.check_problems()
+        with self._cond:
+            if self.received:
+                return self.received.popleft()
+        if not done:
+            raise TCKFailure(
+                f"§{rule_id}: neither on_next nor on_complete within {self.env.default_timeout}s"
+            )
+        if self.errors:
+            raise TCKFailure(f"§{rule_id}: unexpected on_error({self.errors[0]!r})")
+        return None
+
+    def request_next_element_or_end(self, rule_id: str) -> T | None:
+        """``request(1)``, then the element (returned) or completion (None)."""
+        self.request(1)
+        return self.next_element_or_end(rule_id)
+
+    def expect_completion(
+        self, rule_id: str, what: str = "on_complete", timeout: float | None = None
+    ) -> None:
+        done = self.wait(lambda: self.completed > 0 or bool(self.errors), timeout)
+        if not done:
+            raise TCKFailure(
+                f"§{rule_id}: expected {what} within "
+                f"{self.env.default_timeout if timeout is None else timeout}s "
                 f"(got {self.total_received} elements)"
             )
         if self.errors:
@@ -277,12 +390,23 @@ class ManualSubscriber(Generic[T]):
     def request_end_of_stream(self, rule_id: str) -> None:
         """Request one more and expect completion with no further element."""
         self.request(1)
-        self.expect_completion(rule_id, "on_complete after the last element")
+        done = self.wait(lambda: self.completed > 0 or bool(self.errors) or bool(self.received))
+        self.check_problems()
         if self.received:
-            raise TCKFailure(f"§{rule_id}: got {list(self.received)} instead of completion")
+            raise TCKFailure(
+                f"§{rule_id}: expected on_complete after the last element, got "
+                f"on_next({self.received[0]!r})"
+            )
+        if not done:
+            raise TCKFailure(
+                f"§{rule_id}: expected on_complete after the last element within "
+                f"{self.env.default_timeout}s"
+            )
+        if self.errors:
+            raise TCKFailure(f"§{rule_id}: expected on_complete, got on_error({self.errors[0]!r})")
 
     def expect_error(self, rule_id: str, kind: type[BaseException] = Exception) -> Exception:
-        if not self._wait(lambda: bool(self.errors), self.env.default_timeout):
+        if not self.wait(lambda: bool(self.errors)):
             raise TCKFailure(
                 f"§{rule_id}: expected on_error({kind.__name__}) within "
                 f"{self.env.default_timeout}s (completed={self.completed}, "
@@ -295,7 +419,8 @@ class ManualSubscriber(Generic[T]):
 
     def snapshot(self) -> tuple[int, int, int]:
         """Counts of elements, completions and errors so far (for ``expect_none(since=...)``)."""
-        return (self.total_received, self.completed, len(self.errors))
+        with self._cond:
+            return (self.total_received, self.completed, len(self.errors))
 
     def expect_none(
         self,
@@ -308,8 +433,9 @@ class ManualSubscriber(Generic[T]):
         (counting from ``since`` when given, e.g. from before a ``cancel()``)."""
         self.check_problems()
         before = since if since is not None else self.snapshot()
-        time.sleep(self.env.no_signals_timeout if timeout is None else timeout)
-        after = (self.total_received, self.completed, len(self.errors))
+        window = self.env.no_signals_timeout if timeout is None else timeout
+        self.wait(lambda: self.snapshot() != before, window)
+        after = self.snapshot()
         if before != after:
             raise TCKFailure(
                 f"§{rule_id}: expected {what}, but got "
@@ -325,78 +451,94 @@ class ManualSubscriber(Generic[T]):
         self.check_problems()
 
     def check_problems(self) -> None:
+        """Fail with the first rule the publisher broke, if any."""
         if self.problems:
             raise TCKFailure(self.problems[0])
 
 
-class _ManualSubscription:
-    """The subscription a ManualPublisher hands out: records requests, cancel, and calls
-    made while the subscriber was inside a terminal signal (§2.3)."""
+class ManualSubscription:
+    """A subscription the test hands to the subscriber under test: records requests and
+    cancel, and every call the subscriber makes while inside ``on_complete``/``on_error`` on
+    the thread delivering it (§2.3; the JVM TCK inspects the stack for the same thing)."""
 
-    def __init__(self, publisher: ManualPublisher[Any]) -> None:
+    def __init__(self, publisher: ManualPublisher[Any] | None = None, name: str = "") -> None:
         self._publisher = publisher
+        self.name = name or "the subscription"
         self.requests: deque[int] = deque()
+        self.all_requests: list[int] = []
         self.total_requested = 0
         self.cancelled = threading.Event()
         self.calls_in_terminal: list[str] = []
         self._cond = threading.Condition()
 
+    def _in_terminal(self, call: str) -> None:
+        publisher = self._publisher
+        if publisher is not None and publisher.terminal_thread == threading.get_ident():
+            self.calls_in_terminal.append(f"{call} from inside {publisher.terminal_signal}")
+
     def request(self, n: int) -> None:
-        if self._publisher.in_terminal:
-            self.calls_in_terminal.append(f"request({n})")
+        self._in_terminal(f"request({n!r})")
         with self._cond:
             self.requests.append(n)
+            self.all_requests.append(n)
             if isinstance(n, int) and n > 0:
                 self.total_requested = add_cap(self.total_requested, n)
             self._cond.notify_all()
 
     def cancel(self) -> None:
-        if self._publisher.in_terminal:
-            self.calls_in_terminal.append("cancel()")
+        self._in_terminal("cancel()")
         self.cancelled.set()
         with self._cond:
             self._cond.notify_all()
 
     def expect_request(self, env: TestEnvironment, rule_id: str) -> int:
-        deadline = time.monotonic() + env.default_timeout
+        """Wait for the next ``request(n)`` and return ``n`` (which must be positive)."""
         with self._cond:
-            while not self.requests:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TCKFailure(
-                        f"§{rule_id}: expected the subscriber to request(n) within "
-                        f"{env.default_timeout}s"
-                    )
-                self._cond.wait(min(left, 0.01))
+            if not env.wait_for(self._cond, lambda: bool(self.requests), env.default_timeout):
+                raise TCKFailure(
+                    f"§{rule_id}: expected the subscriber to call request(n) on {self.name} "
+                    f"within {env.default_timeout}s"
+                )
             n = self.requests.popleft()
         if not isinstance(n, int) or n <= 0:
-            raise TCKFailure(f"§{rule_id}: the subscriber requested a non-positive {n!r} (§3.9)")
+            raise TCKFailure(
+                f"§{rule_id}: the subscriber called request({n!r}); demand must be a positive "
+                "int (§3.9)"
+            )
         return n
 
     def await_total(self, env: TestEnvironment, total: int) -> bool:
-        deadline = time.monotonic() + env.default_timeout
+        """Wait until the subscriber has requested at least ``total`` in all."""
         with self._cond:
-            while self.total_requested < total:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(min(left, 0.01))
-            return True
+            return env.wait_for(
+                self._cond, lambda: self.total_requested >= total, env.default_timeout
+            )
+
+    def expect_cancelled(self, env: TestEnvironment, rule_id: str) -> None:
+        if not self.cancelled.wait(env.default_timeout):
+            raise TCKFailure(
+                f"§{rule_id}: expected the subscriber to cancel {self.name} within "
+                f"{env.default_timeout}s"
+            )
+
+    def __repr__(self) -> str:
+        return f"ManualSubscription({self.name})"
 
 
 class ManualPublisher(Generic[T]):
-    """A Publisher the test signals through by hand, one subscriber at a time."""
+    """A Publisher the test signals through by hand, serving one subscriber."""
 
     def __init__(self) -> None:
         self.subscriber: Subscriber[T] | None = None
-        self.subscription: _ManualSubscription | None = None
-        self.in_terminal = False
+        self.subscription: ManualSubscription | None = None
+        self.terminal_thread: int | None = None
+        self.terminal_signal = ""
 
     def subscribe(self, subscriber: Subscriber[T]) -> None:
         if subscriber is None:
-            raise TypeError("§1.9: subscribe(None)")
+            raise TypeError("§1.9: subscribe() requires a Subscriber, got None")
         self.subscriber = subscriber
-        self.subscription = _ManualSubscription(self)
+        self.subscription = ManualSubscription(self, "the first subscription")
         subscriber.on_subscribe(self.subscription)
 
     def send_next(self, element: T) -> None:
@@ -405,16 +547,16 @@ class ManualPublisher(Generic[T]):
 
     def send_complete(self) -> None:
         assert self.subscriber is not None
-        self.in_terminal = True
-        try:
-            self.subscriber.on_complete()
-        finally:
-            self.in_terminal = False
+        self._terminal("on_complete", self.subscriber.on_complete)
 
     def send_error(self, error: Exception) -> None:
         assert self.subscriber is not None
-        self.in_terminal = True
+        subscriber = self.subscriber
+        self._terminal("on_error", lambda: subscriber.on_error(error))
+
+    def _terminal(self, signal: str, call: Callable[[], None]) -> None:
+        self.terminal_thread, self.terminal_signal = threading.get_ident(), signal
         try:
-            self.subscriber.on_error(error)
+            call()
         finally:
-            self.in_terminal = False
+            self.terminal_thread = None

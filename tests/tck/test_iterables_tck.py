@@ -1,6 +1,7 @@
 """The TCK over adapters.iterables and publish_on (cases in compat_matrix/cases/iterables.py)."""
 
 from compat_matrix.cases.iterables import (
+    FromGeneratorVerification,
     FromIterableOnExecutorVerification,
     FromIterableVerification,
     PublishOnVerification,
@@ -10,6 +11,10 @@ from compat_matrix.cases.iterables import (
 
 
 class TestFromIterable(FromIterableVerification):
+    pass
+
+
+class TestFromGenerator(FromGeneratorVerification):
     pass
 
 
