@@ -538,7 +538,7 @@ class ManualPublisher(Generic[T]):
         if subscriber is None:
             raise TypeError("§1.9: subscribe() requires a Subscriber, got None")
         self.subscriber = subscriber
-        self.subscription = ManualSubscription(self, "the first subscription")
+        self.subscription = ManualSubscription(self, "its subscription")
         subscriber.on_subscribe(self.subscription)
 
     def send_next(self, element: T) -> None:
