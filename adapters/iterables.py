@@ -144,6 +144,7 @@ class BlockingIterator(Generic[T]):
         """Cancel the subscription; further ``next()`` calls raise ``StopIteration``."""
         self._closed = True
         self._queue.close()
+        self._notify()  # a next() blocked on another thread wakes and stops
 
     def __enter__(self) -> BlockingIterator[T]:
         return self

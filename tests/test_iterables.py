@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -256,6 +258,39 @@ def test_to_iterator_close_cancels() -> None:
     assert generator.gi_frame is None
     with pytest.raises(StopIteration):
         next(iterator)
+
+
+def _waiting(thread: threading.Thread) -> bool:
+    frame = sys._current_frames().get(thread.ident or 0)
+    return frame is not None and frame.f_code.co_name == "wait"
+
+
+def test_to_iterator_close_from_another_thread_wakes_a_blocked_next() -> None:
+    """close() on one thread ends a next() blocked on another with StopIteration."""
+    silent = Silent()
+    iterator = to_iterator(silent, prefetch=4)
+    outcome: list[str] = []
+    entered = threading.Event()
+
+    def consume() -> None:
+        entered.set()
+        try:
+            next(iterator)
+            outcome.append("element")
+        except StopIteration:
+            outcome.append("stopped")
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    assert entered.wait(5)
+    deadline = time.monotonic() + 5
+    while not _waiting(consumer):  # next() is blocked in Condition.wait
+        assert time.monotonic() < deadline
+        entered.wait(0.001)
+    iterator.close()
+    consumer.join(5)
+    assert outcome == ["stopped"]
+    assert silent.cancelled.is_set()
 
 
 def test_to_iterator_with_block_cancels() -> None:
