@@ -22,7 +22,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import Any, Final, Generic, TypeVar, final
 
-from rs_core._drain import EMPTY, END, DrainPolicy, DrainSubscription, Source, _Marker
+from rs_core._drain import EMPTY, END, DrainSubscription, OnLoop, Source, _Marker
 from rs_core._prefetch import PrefetchQueue
 from rs_core._subscription import OneShot, reject, report_dropped, require_subscriber
 from rs_core.api import Publisher, Subscriber
@@ -74,39 +74,8 @@ def _resolve_loop(
 # -- from_async_iterable -------------------------------------------------------------------
 
 
-@final
-class LoopPolicy(DrainPolicy):
-    """Run the drain on ``loop``: inline when already on it, else via ``call_soon_threadsafe``.
-
-    A wake from a task or callback on the loop (an ``__anext__`` that just produced, an
-    ``asend``, a same-loop consumer's ``request``) drains at once instead of costing a loop
-    iteration and a self-pipe write per element. A drain that reschedules itself after
-    ``batch`` elements always goes through ``call_soon``, so the loop gets its turn and the
-    stack never grows. Per subscription: ``_draining`` is touched only on the loop.
-    """
-
-    __slots__ = ("_draining", "loop")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, batch: int = 1024) -> None:
-        super().__init__(batch)
-        self.loop = loop
-        self._draining = False
-
-    def run(self, drain: Callable[[], None]) -> None:
-        loop = self.loop
-        if asyncio._get_running_loop() is not loop:
-            loop.call_soon_threadsafe(self._enter, drain)  # RuntimeError once closed
-        elif self._draining:
-            loop.call_soon(self._enter, drain)  # a batch is done: yield to the loop
-        else:
-            self._enter(drain)
-
-    def _enter(self, drain: Callable[[], None]) -> None:
-        self._draining = True
-        try:
-            drain()
-        finally:
-            self._draining = False
+LoopPolicy = OnLoop
+"""The drain policy of loop-bound publishers (kept as a name; it is ``rs_core``'s OnLoop)."""
 
 
 @final

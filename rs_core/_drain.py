@@ -135,16 +135,38 @@ class OnExecutor(DrainPolicy):
 
 @final
 class OnLoop(DrainPolicy):
-    """Run the drain on an asyncio event loop via ``call_soon_threadsafe``, ``batch`` at a time."""
+    """Run the drain on ``loop``: inline when already on it, else via ``call_soon_threadsafe``.
 
-    __slots__ = ("loop",)
+    A wake from a task or callback on the loop (an ``__anext__`` that just produced, an
+    ``asend``, a same-loop consumer's ``request``) drains at once instead of costing a loop
+    iteration and a self-pipe write per element. A drain that reschedules itself after
+    ``batch`` elements always goes through ``call_soon``, so the loop gets its turn and the
+    stack never grows. One per subscription: ``_draining`` is touched only on the loop.
+    """
+
+    __slots__ = ("_draining", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, batch: int = 1024) -> None:
         super().__init__(batch)
         self.loop = loop
+        self._draining = False
 
     def run(self, drain: Callable[[], None]) -> None:
-        self.loop.call_soon_threadsafe(drain)  # RuntimeError once closed: handled by the caller
+        loop = self.loop
+        if asyncio._get_running_loop() is not loop:
+            loop.call_soon_threadsafe(self._enter, drain)  # RuntimeError once closed: the
+            # caller treats it as cancellation
+        elif self._draining:
+            loop.call_soon(self._enter, drain)  # a batch is done: yield to the loop
+        else:
+            self._enter(drain)
+
+    def _enter(self, drain: Callable[[], None]) -> None:
+        self._draining = True
+        try:
+            drain()
+        finally:
+            self._draining = False
 
 
 @final
