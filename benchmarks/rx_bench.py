@@ -13,7 +13,7 @@ __all__ = ["run"]
 
 def _ours(n: int) -> int:
     counter = _Counter(256)
-    from_observable(reactivex.range(n)).subscribe(counter)
+    from_observable(reactivex.from_iterable(range(n))).subscribe(counter)
     counter.done.wait()
     assert counter.count == n
     return n
@@ -22,7 +22,7 @@ def _ours(n: int) -> int:
 def run(n: int = 300_000, repeats: int = 3) -> list[Result]:
     return [
         compare(
-            "from_observable(cold, block) -> counting subscriber, request(256)",
+            "from_observable(from_iterable(range), block) -> counting subscriber, request(256)",
             lambda: _ours(n),
             lambda: _rxpy(n),
             repeats=repeats,
