@@ -104,6 +104,8 @@ class BlockingIterator(Generic[T]):
         return self
 
     def __next__(self) -> T:
+        if self._closed:  # an upstream drain on another thread may append once after
+            raise StopIteration  # close() (it clears that again): never yield it
         try:
             value = self._popleft()
         except IndexError:

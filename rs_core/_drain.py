@@ -32,6 +32,7 @@ __all__ = [
     "DrainSubscription",
     "OnExecutor",
     "OnLoop",
+    "QueueSink",
     "Source",
 ]
 
@@ -64,7 +65,8 @@ class Source(Generic[T]):
 
     A queue-backed source may instead expose its ``collections.deque`` as ``queue``: the drain
     then pops from it directly and reports ``consumed(n)`` every ``replenish_every`` elements
-    (queue fusion, as in Reactor); ``poll`` still serves the terminal check.
+    (queue fusion, as in Reactor), and ``want(n)`` when the queue ran dry with demand left;
+    ``poll`` still serves the terminal check.
     """
 
     __slots__ = ()
@@ -74,6 +76,10 @@ class Source(Generic[T]):
 
     def consumed(self, n: int) -> None:
         """A fused source's ``n`` elements were delivered (only called when ``queue`` is set)."""
+
+    def want(self, n: int) -> None:
+        """A fused source's queue ran dry with ``n`` elements of demand unmet (only called
+        when ``queue`` is set): a pull source may fetch up to ``n`` more, then ``wake()``."""
 
     def bind(self, wake: Callable[[], None]) -> None:
         """Receive the drain's ``wake`` callable; a push source calls it when it has news."""
@@ -100,6 +106,26 @@ class Source(Generic[T]):
 
     def close(self) -> None:
         """Release what the source holds (close a generator, cancel upstream). Called once."""
+
+
+class QueueSink(Generic[T]):
+    """A subscriber of this project's own that the drain may fill directly (fusion).
+
+    Its ``sink`` deque receives the elements the drain would pass to ``on_next`` (appended
+    at C speed, no call per element); the drain calls ``sink_filled()`` each time the deque
+    goes from empty to non-empty, so a consumer waiting on it wakes at once. Terminal
+    signals still go through ``on_error`` / ``on_complete``. A sink trusts the drain's
+    accounting (§1.1 is enforced by the drain) and must cancel the subscription *before*
+    it clears ``sink`` on close: the drain then clears it again after an append that raced
+    the close (§3.13), so a closed sink never yields an element.
+    """
+
+    __slots__ = ()
+
+    sink: deque[T]
+
+    def sink_filled(self) -> None:
+        """The drain appended to an empty ``sink``: wake whoever consumes it."""
 
 
 class DrainPolicy:
@@ -192,6 +218,7 @@ class DrainSubscription(Generic[T]):
         "_done",
         "_lock",
         "_policy",
+        "_sink",
         "_source",
         "_subscriber",
         "_wip",
@@ -209,6 +236,8 @@ class DrainSubscription(Generic[T]):
         self._subscriber: Subscriber[T] | None = subscriber
         self._source: Source[T] | None = source
         self._policy = policy
+        # Fusion: our own queue subscribers are appended to directly (see QueueSink).
+        self._sink: QueueSink[T] | None = subscriber if isinstance(subscriber, QueueSink) else None
         source.bind(self.wake)
 
     # -- entry points -------------------------------------------------------------------
@@ -321,6 +350,8 @@ class DrainSubscription(Generic[T]):
                     over = source.at_end()
                     if over:
                         source.poll()  # END, or raises the source's error
+                    elif emitted != limit and source.queue is not None:
+                        source.want(demand - emitted)  # a fused pull source fetches on demand
                 except Exception as exc:
                     self._terminate(subscriber, source, exc)
                     return
@@ -346,7 +377,9 @@ class DrainSubscription(Generic[T]):
     def _emit_polled(self, subscriber: Subscriber[T], source: Source[T], limit: int) -> int:
         """Emit up to ``limit`` elements pulled one ``poll()`` each; -1 once terminated."""
         emitted = 0
-        on_next = subscriber.on_next
+        sink = self._sink
+        filled = sink.sink if sink is not None else None
+        on_next = subscriber.on_next if filled is None else filled.append  # fused: C speed
         # islice stops the source's iterator after ``limit`` pulls, so it is never pulled
         # beyond demand (§1.1); the loop ends early on EMPTY, or at END / StopIteration.
         values = source.values()
@@ -361,13 +394,14 @@ class DrainSubscription(Generic[T]):
                     return -1
                 try:
                     on_next(value)  # type: ignore[arg-type]
+                    if filled is not None and len(filled) == 1:
+                        sink.sink_filled()  # type: ignore[union-attr]
                 except Exception as exc:  # §2.13: the subscriber counts as cancelled
                     self._subscriber_failed(source, exc)
                     return -1
                 emitted += 1
                 if self._cancelled:  # cancel() from on_next or another thread (§3.12)
-                    self._release()
-                    _close(source)
+                    self._stop_cancelled(source)
                     return -1
         except Exception as exc:  # §1.4: a failing source becomes on_error
             self._terminate(subscriber, source, exc)
@@ -383,6 +417,9 @@ class DrainSubscription(Generic[T]):
         """The fused path for a queue-backed source: pop straight from its deque (no ``poll``
         call per element) and tell it ``consumed(n)`` every ``source.replenish_every``
         elements, so it can request more upstream; -1 once terminated."""
+        sink = self._sink
+        if sink is not None:
+            return self._move_queued(source, queue, sink, limit)
         emitted = 0
         pending = 0
         every = source.replenish_every
@@ -400,8 +437,7 @@ class DrainSubscription(Generic[T]):
                 return -1
             emitted += 1
             if self._cancelled:  # §3.12
-                self._release()
-                _close(source)
+                self._stop_cancelled(source)
                 return -1
             pending += 1
             if pending == every:
@@ -410,6 +446,40 @@ class DrainSubscription(Generic[T]):
         if pending:
             source.consumed(pending)
         return emitted
+
+    def _move_queued(
+        self, source: Source[T], queue: deque[T], sink: QueueSink[T], limit: int
+    ) -> int:
+        """Queue to fused queue: what is queued (up to ``limit``, §1.1) moves in one C-speed
+        ``extend``; the elements are already there, so batching delays none of them."""
+        n = len(queue)  # we are its only consumer: at least n stay until we pop them
+        if n > limit:
+            n = limit
+        if n == 0:
+            return 0
+        filled = sink.sink
+        try:
+            filled.extend(islice(iter(queue.popleft, None), n))  # None is never an element
+            if len(filled) <= n:  # it was empty, or emptied meanwhile: wake its consumer
+                sink.sink_filled()
+        except Exception as exc:  # §2.13
+            self._subscriber_failed(source, exc)
+            return -1
+        if self._cancelled:  # §3.12
+            self._stop_cancelled(source)
+            return -1
+        source.consumed(n)
+        return n
+
+    def _stop_cancelled(self, source: Source[T]) -> None:
+        """Cancelled during emission: release and close (§3.13). A fused sink is only ever
+        cancelled by its own close(), which cancels before clearing: clear it again, so an
+        element appended after that clear is not left behind."""
+        sink = self._sink
+        self._release()
+        _close(source)
+        if sink is not None:
+            sink.sink.clear()
 
     def _subscriber_failed(self, source: Source[T], error: Exception) -> None:
         """§2.13: a subscriber that raised counts as cancelled; report the error, never signal."""
@@ -442,6 +512,7 @@ class DrainSubscription(Generic[T]):
             subscriber, source = self._subscriber, self._source
             self._subscriber = None
             self._source = None
+            self._sink = None
             self._done = True
         return subscriber, source
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar, final
 
 from rs_core._demand import Replenisher
-from rs_core._drain import EMPTY, END, Source, _Marker
+from rs_core._drain import EMPTY, END, QueueSink, Source, _Marker
 from rs_core._subscription import (
     CANCELLED,
     report_dropped,
@@ -35,13 +35,17 @@ def _nothing() -> None:
 
 
 @final
-class PrefetchQueue(Source[T], Generic[T]):
+class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
     """A bounded queue that is an upstream Subscriber and a downstream Source.
 
     Upstream signals may come from any thread; ``poll``/``at_end``/``close`` are called by
     one consumer at a time. The queue never holds more than ``prefetch`` elements: an upstream
     that sends more than requested is cancelled and the consumer gets ``OverflowViolation``
     (§1.1). ``close()`` cancels upstream (§3.12) and empties the queue (§3.13).
+
+    It is also a :class:`~rs_core._drain.QueueSink`: when the upstream is one of this
+    project's drain publishers, the drain appends to the queue directly instead of calling
+    ``on_next`` per element (its accounting already keeps §1.1).
     """
 
     __slots__ = (
@@ -55,6 +59,7 @@ class PrefetchQueue(Source[T], Generic[T]):
         "_wake",
         "queue",
         "replenish_every",
+        "sink",
     )
 
     def __init__(self, prefetch: int = 256, limit: int | None = None) -> None:
@@ -62,6 +67,7 @@ class PrefetchQueue(Source[T], Generic[T]):
         self._prefetch = prefetch
         self._queue: deque[T] = deque()
         self.queue: deque[T] = self._queue  # fused: the drain pops straight from it
+        self.sink: deque[T] = self._queue  # fused: an upstream drain appends straight to it
         self.replenish_every = self._replenisher.limit
         self._lock = threading.Lock()
         self._upstream: Subscription | None = None
@@ -108,6 +114,9 @@ class PrefetchQueue(Source[T], Generic[T]):
             # empty, so every later element is either seen by the pass in progress or is the
             # one that makes the queue non-empty again and wakes it (single producer, §1.3).
             self._wake()
+
+    def sink_filled(self) -> None:
+        self._wake()  # an upstream drain appended to the empty queue (see on_next)
 
     def on_error(self, error: Exception) -> None:
         require_error(error)  # §2.13
@@ -160,10 +169,10 @@ class PrefetchQueue(Source[T], Generic[T]):
         with self._lock:
             upstream, self._upstream = self._upstream, CANCELLED
             was_done, self._done = self._done, True
-        self._queue.clear()  # §3.13
         self._wake = _nothing
         if upstream is not None and upstream is not CANCELLED and not was_done:
-            upstream.cancel()  # §3.12
+            upstream.cancel()  # §3.12; before the clear, as a QueueSink must
+        self._queue.clear()  # §3.13
 
     def _fail_upstream(self, error: Exception) -> None:
         with self._lock:

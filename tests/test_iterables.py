@@ -342,6 +342,96 @@ def test_to_iterator_across_threads() -> None:
     assert results == list(range(5000))
 
 
+# -- fusion: a drain publisher appends straight into to_iterator's queue ----------------------
+
+
+@pytest.fixture
+def on_next_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts PrefetchQueue.on_next calls: zero means the drain filled the queue directly."""
+    from rs_core._prefetch import PrefetchQueue
+
+    calls: list[int] = []
+    original = PrefetchQueue.on_next
+
+    def counted(self: PrefetchQueue[Any], element: Any) -> None:
+        calls.append(1)
+        original(self, element)
+
+    monkeypatch.setattr(PrefetchQueue, "on_next", counted)
+    return calls
+
+
+@pytest.mark.parametrize("prefetch", [1, 3, 16])
+def test_fused_to_iterator_pulls_only_as_far_as_prefetch(
+    prefetch: int, on_next_calls: list[int]
+) -> None:
+    """from_iterable -> to_iterator is fused (no on_next call) and the generator is still
+    never pulled more than prefetch ahead of the loop."""
+    counting = Counting(100)
+    consumed = 0
+    for element in to_iterator(from_iterable(counting()), prefetch=prefetch):
+        assert element == consumed
+        consumed += 1
+        assert counting.pulled - consumed <= prefetch
+    assert consumed == 100 and on_next_calls == []
+
+
+def test_fused_first_element_is_not_held_back_by_a_slow_source(on_next_calls: list[int]) -> None:
+    """The fused drain wakes the consumer on the first element: next() returns it while the
+    generator, on another thread, is still busy producing the second."""
+    release = threading.Event()
+
+    def slow() -> Iterator[int]:
+        yield 0
+        assert release.wait(10)  # not released until the consumer has element 0
+        yield 1
+
+    with ThreadPoolExecutor(1) as pool:
+        iterator = to_iterator(from_iterable(slow(), executor=pool), prefetch=8)
+        assert next(iterator) == 0
+        release.set()
+        assert list(iterator) == [1]
+    assert on_next_calls == []
+
+
+def test_fused_none_from_the_source_is_type_error() -> None:
+    """None pulled by a fused drain fails the stream after the elements before it."""
+    iterator = to_iterator(from_iterable([1, None, 3]))  # type: ignore[list-item]
+    assert next(iterator) == 1
+    with pytest.raises(TypeError, match="2.13"):
+        next(iterator)
+
+
+@pytest.mark.stress
+def test_fused_close_from_the_consumer_while_the_producer_appends() -> None:
+    """close() while a drain on another thread is appending: the generator is closed and
+    next() stops at once, never yielding an element appended after the close."""
+    with ThreadPoolExecutor(1) as pool:
+        for _ in range(200):
+            counting = Counting()
+            iterator = to_iterator(from_iterable(counting(), executor=pool), prefetch=64)
+            for _ in range(50):
+                next(iterator)
+            iterator.close()
+            with pytest.raises(StopIteration):
+                next(iterator)
+            assert counting.closed.wait(5)
+
+
+def test_fused_queue_to_queue_keeps_order_and_bounds(on_next_calls: list[int]) -> None:
+    """publish_on -> to_iterator moves whole batches queue to queue: every element in order,
+    and the generator never further ahead than the two windows together."""
+    counting = Counting(5000)
+    consumed = 0
+    with ThreadPoolExecutor(1) as pool:
+        boundary = publish_on(from_iterable(counting()), pool, prefetch=32)
+        for element in to_iterator(boundary, prefetch=16):
+            assert element == consumed
+            consumed += 1
+            assert counting.pulled - consumed <= 32 + 16
+    assert consumed == 5000 and on_next_calls == []
+
+
 def test_to_iterator_rejects_bad_arguments() -> None:
     """to_iterator(None) is a TypeError; a non-positive prefetch a ValueError."""
     with pytest.raises(TypeError):
