@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import Any, Final, Generic, TypeVar, final
@@ -37,6 +38,8 @@ __all__ = [
 T = TypeVar("T")
 
 _NOTHING: Final = _Marker("NOTHING")
+_BURST: Final = 1024
+"""The most elements a pump fetches before it yields to the loop (the drain's batch size)."""
 
 _TASKS: Final[set[asyncio.Task[Any]]] = set()
 """Strong references to the shutdown tasks this module starts (the loop holds tasks weakly)."""
@@ -102,19 +105,23 @@ async def _shutdown(
 
 @final
 class _AsyncIteratorSource(Source[T]):
-    """A pump task that awaits one ``__anext__`` per unit of demand; ``close()`` acloses.
+    """A pump task that awaits ``__anext__`` only for unmet demand; ``close()`` acloses.
 
-    ``poll`` finding nothing ready is the drain asking for one more element (it polls only
-    while there is demand): it grants the pump one ``__anext__`` (starting the pump task if
-    none runs) and returns ``EMPTY``; the pump stores the outcome and calls ``wake()``, which
-    drains at once (``LoopPolicy``) and may grant the next one. So at most one ``__anext__``
-    is in flight and none runs ahead of demand. The pump ends when demand runs out, so an
-    abandoned idle subscription leaves no pending task behind; while it runs, ``_TASKS`` holds
-    it. Every ``__anext__`` runs in the subscription's one ``contextvars`` context. Every
-    method but ``close`` runs on the loop; ``close`` runs elsewhere only once the loop is closed.
+    A fused queue source: the pump appends what it fetched to ``queue`` and the drain pops
+    it. When the queue runs dry with demand unmet, the drain calls ``want(n)``: the pump may
+    fetch ``n`` more (less the one ``__anext__`` in flight), starting a pump task if none
+    runs. So at most one ``__anext__`` is in flight and none runs ahead of demand (§1.1,
+    §3.10). The pump wakes the drain with ``call_soon`` once per burst, not per element:
+    an iterator that never suspends is fetched a whole burst before it is delivered, one
+    that awaits I/O has each element delivered at the next loop iteration. The pump ends
+    when its budget runs out, so an abandoned idle subscription leaves no pending task
+    behind; while it runs, ``_TASKS`` holds it. Every ``__anext__`` runs in the
+    subscription's one ``contextvars`` context. Every method but ``close`` runs on the loop;
+    ``close`` runs elsewhere only once the loop is closed.
     """
 
     __slots__ = (
+        "_budget",
         "_context",
         "_exhausted",
         "_iterator",
@@ -122,7 +129,9 @@ class _AsyncIteratorSource(Source[T]):
         "_outcome",
         "_pump",
         "_wake",
-        "_wanted",
+        "_wake_pending",
+        "_idle",
+        "queue",
     )
 
     def __init__(
@@ -134,75 +143,100 @@ class _AsyncIteratorSource(Source[T]):
         self._iterator: AsyncIterator[T] | None = iterator
         self._loop = loop
         self._context = context
+        self.queue: deque[T] = deque()
         self._pump: asyncio.Task[None] | None = None
-        self._wanted = False  # the drain asked for one element the pump has not fetched yet
-        self._outcome: T | _Marker | _Failure = _NOTHING
+        self._budget = 0  # how many more __anext__ calls demand allows
+        self._idle = False  # a pump exists but has no __anext__ in flight
+        self._outcome: _Marker | _Failure = _NOTHING  # END or the failure, once over
         self._exhausted = False
         self._wake: Callable[[], None] | None = None
+        self._wake_pending = False
 
     def bind(self, wake: Callable[[], None]) -> None:
         self._wake = wake
 
-    def poll(self) -> T | _Marker:
-        outcome = self._outcome
-        if outcome is not _NOTHING:
-            self._outcome = _NOTHING
-            if isinstance(outcome, _Failure):
-                raise outcome.error  # §1.4
-            return outcome
-        if not self._wanted and self._iterator is not None:
-            # One unit of demand, one __anext__ (§1.1, §3.10).
-            self._wanted = True
-            if self._pump is None:  # else the running pump sees _wanted before it ends
+    def want(self, n: int) -> None:
+        # The queue is empty, so everything fetched was delivered: only an __anext__ in
+        # flight counts against the unmet demand. This runs on the loop, so a pump that
+        # exists is suspended: at its __anext__, unless idle (not started, or yielding).
+        in_flight = self._pump is not None and not self._idle
+        budget = n - 1 if in_flight else n
+        self._budget = budget
+        if budget > 0 and self._pump is None and self._outcome is _NOTHING:
+            if self._iterator is not None:
+                self._idle = True  # until the task starts
                 self._pump = pump = self._loop.create_task(self._run(), context=self._context)
                 _keep(pump)
-        return EMPTY
+
+    def poll(self) -> T | _Marker:
+        if self.queue:
+            return self.queue.popleft()
+        outcome = self._outcome
+        if isinstance(outcome, _Failure):
+            raise outcome.error  # §1.4, after every fetched element
+        return outcome if outcome is END else EMPTY
 
     def at_end(self) -> bool:
-        outcome = self._outcome
-        return outcome is END or isinstance(outcome, _Failure)
+        return self._outcome is not _NOTHING and not self.queue
 
     async def _run(self) -> None:
         try:
-            await self._pump_while_wanted()
+            await self._pump_budget()
         finally:
             if self._pump is asyncio.current_task():
                 self._pump = None
 
-    async def _pump_while_wanted(self) -> None:
-        while self._wanted:
-            iterator = self._iterator
-            if iterator is None:  # closed
-                return
-            try:
-                value = await iterator.__anext__()
-            except StopAsyncIteration:
-                self._finish(END)
-                return
-            except Exception as exc:
-                self._finish(_Failure(exc))
-                return
-            if self._iterator is None:  # closed while fetching: the element is dropped
-                return
-            self._wanted = False
-            self._outcome = value
-            wake = self._wake
-            if wake is not None:
-                wake()  # on the loop: the drain emits it right here (LoopPolicy)
+    async def _pump_budget(self) -> None:
+        iterator = self._iterator
+        if iterator is None or self._budget <= 0:  # closed, or no demand any more
+            return
+        append = self.queue.append
+        self._idle = False
+        burst = 0
+        try:
+            # ``async for`` is the cheapest way to await __anext__; it is left (never
+            # closing the iterator) as soon as the budget is spent, so no __anext__ runs
+            # ahead of demand. If close() runs meanwhile it cancels this task: the await
+            # raises CancelledError instead of returning, and the element is dropped.
+            async for value in iterator:
+                if value is None:  # §2.13: None is never an element
+                    self._finish(_Failure(TypeError("§2.13: the async iterator produced None")))
+                    return
+                append(value)
+                self._budget -= 1  # before any await: want() computes from it
+                if not self._wake_pending:  # once per burst: the drain takes all that came
+                    self._wake_pending = True
+                    self._loop.call_soon(self._wake_drain)
+                burst += 1
+                if burst == _BURST:  # an iterator that never suspends: let the loop run
+                    burst = 0  # (the drain among others) every _BURST elements
+                    self._idle = True
+                    await asyncio.sleep(0)
+                    self._idle = False
+                if self._budget <= 0:
+                    return
+        except Exception as exc:  # §1.4: a failing source becomes on_error
+            self._finish(_Failure(exc))
+            return
+        self._finish(END)
+
+    def _wake_drain(self) -> None:
+        self._wake_pending = False
+        wake = self._wake
+        if wake is not None:
+            wake()  # on the loop: the drain emits right here (OnLoop)
 
     def _finish(self, outcome: _Marker | _Failure) -> None:
         self._exhausted = True
         if self._iterator is None:
             return
         self._outcome = outcome
-        wake = self._wake
-        if wake is not None:
-            wake()
+        self._wake_drain()  # elements fetched before it are still delivered first
 
     def close(self) -> None:
         iterator, self._iterator = self._iterator, None
         pump, self._pump = self._pump, None
-        self._outcome = _NOTHING
+        self.queue.clear()  # §3.13
         self._wake = None
         if iterator is None or self._exhausted:
             return
@@ -400,12 +434,25 @@ class AsyncPublisherIterator(Generic[T]):
     thread via ``call_soon_threadsafe``.
     """
 
-    __slots__ = ("__weakref__", "_loop", "_publisher", "_queue", "_signal", "_state")
+    __slots__ = (
+        "__weakref__",
+        "_every",
+        "_loop",
+        "_pending",
+        "_popleft",
+        "_publisher",
+        "_queue",
+        "_signal",
+        "_state",
+    )
 
     def __init__(self, publisher: Publisher[T], prefetch: int = 256) -> None:
         if publisher is None:
             raise TypeError("to_async_iterator() requires a Publisher, got None")
         self._queue: PrefetchQueue[T] = PrefetchQueue(prefetch)  # validates prefetch
+        self._popleft = self._queue.queue.popleft
+        self._every = self._queue.replenish_every
+        self._pending = 0
         self._publisher: Publisher[T] | None = publisher
         self._loop: asyncio.AbstractEventLoop | None = None
         self._signal: _LoopSignal | None = None
@@ -436,6 +483,20 @@ class AsyncPublisherIterator(Generic[T]):
         return self
 
     async def __anext__(self) -> T:
+        if self._state == _OPEN:  # the fast path: pop what is queued (fused, as to_iterator)
+            try:
+                value = self._popleft()
+            except IndexError:
+                pass
+            else:
+                self._pending += 1
+                if self._pending == self._every:  # replenish: at most prefetch ahead
+                    self._pending = 0
+                    self._queue.consumed(self._every)
+                return value
+        return await self._next_slow()
+
+    async def _next_slow(self) -> T:
         state = self._state
         if state == _NEW:
             self._subscribe()
@@ -446,6 +507,9 @@ class AsyncPublisherIterator(Generic[T]):
         signal = self._signal
         queue = self._queue
         assert signal is not None
+        if self._pending:  # report what the fast path consumed before waiting for more
+            pending, self._pending = self._pending, 0
+            queue.consumed(pending)
         while True:
             if self._state == _CLOSED:  # aclose() from another coroutine, or a dead loop
                 raise StopAsyncIteration

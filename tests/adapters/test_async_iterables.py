@@ -18,7 +18,7 @@ import pytest
 
 from adapters.async_iterables import from_async_iterable, to_async_iterator
 from adapters.iterables import from_iterable
-from rs_core import OverflowViolation, Subscriber, checked, publish_on
+from rs_core import UNBOUNDED, OverflowViolation, Subscriber, checked, publish_on
 from rs_core.testing import RecordingSubscriber
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "async_pipeline.py"
@@ -168,6 +168,54 @@ class TestFromAsyncIterable:
         sub.cancel()
         sub.assert_no_violations()
 
+    @pytest.mark.stress
+    def test_requests_racing_the_pump_start_are_all_served(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """request(1) twice from another thread, the second landing before the pump task has
+        started: both are served, and no __anext__ runs beyond the two (found by a stall)."""
+        for _ in range(50):
+            source = CountingAsyncIterator(10)
+            sub: RecordingSubscriber[int] = RecordingSubscriber()
+            from_async_iterable(source, loop=loop).subscribe(sub)
+            sub.await_subscribed()
+            sub.request(1)
+            sub.request(1)
+            assert sub.await_count(2) == [0, 1]
+            settle(loop)
+            assert source.calls == 2
+            sub.cancel()
+
+    def test_a_source_that_never_suspends_lets_the_loop_run(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """Unbounded demand over an infinite async generator that never awaits: the pump yields
+        to the loop between bursts, so another task on the loop keeps running."""
+        ticks = 0
+
+        async def forever() -> AsyncIterator[int]:
+            i = 0
+            while True:
+                yield i
+                i += 1
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+        ticking = asyncio.run_coroutine_threadsafe(ticker(), loop)
+        from_async_iterable(forever(), loop=loop).subscribe(sub)
+        sub.await_count(10_000)
+        seen = ticks
+        sub.await_count(len(sub.elements) + 5_000)
+        assert ticks > seen  # the ticker ran while the source kept producing
+        sub.cancel()
+        ticking.cancel()
+        sub.assert_no_violations()
+
     def test_signals_arrive_on_the_loop_thread(self, loop: asyncio.AbstractEventLoop) -> None:
         """on_next and on_complete run on the loop's thread; the subscriber lives elsewhere."""
         sub: RecordingSubscriber[int] = RecordingSubscriber(10)
@@ -221,6 +269,7 @@ class TestFromAsyncIterable:
 
         sub: RecordingSubscriber[int] = RecordingSubscriber(5)
         from_async_iterable(gen(), loop=loop).subscribe(sub)
+        assert sub.await_count(1) == [0]  # delivered once the pump awaits the next one
         assert waiting.wait(5)
         sub.cancel()
         assert finished.wait(5)
