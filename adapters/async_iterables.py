@@ -129,7 +129,7 @@ class _AsyncIteratorSource(Source[T]):
         "_outcome",
         "_pump",
         "_wake",
-        "_wake_pending",
+        "_waking",
         "_idle",
         "queue",
     )
@@ -150,7 +150,7 @@ class _AsyncIteratorSource(Source[T]):
         self._outcome: _Marker | _Failure = _NOTHING  # END or the failure, once over
         self._exhausted = False
         self._wake: Callable[[], None] | None = None
-        self._wake_pending = False
+        self._waking: asyncio.Handle | None = None  # the burst's wake, once scheduled
 
     def bind(self, wake: Callable[[], None]) -> None:
         self._wake = wake
@@ -204,16 +204,17 @@ class _AsyncIteratorSource(Source[T]):
                     return
                 append(value)
                 self._budget -= 1  # before any await: want() computes from it
-                if not self._wake_pending:  # once per burst: the drain takes all that came
-                    self._wake_pending = True
-                    self._loop.call_soon(self._wake_drain)
+                if self._waking is None:  # once per burst: the drain takes all that came
+                    self._waking = self._loop.call_soon(self._wake_drain)
                 burst += 1
                 if burst == _BURST:  # an iterator that never suspends: let the loop run
                     burst = 0  # (the drain among others) every _BURST elements
                     self._idle = True
                     await asyncio.sleep(0)
                     self._idle = False
-                if self._budget <= 0:
+                if self._budget <= 0:  # the burst ends here: deliver it now, not one
+                    self._pump = None  # loop iteration later (a want() it causes starts
+                    self._wake_now()  # a fresh pump)
                     return
         except Exception as exc:  # §1.4: a failing source becomes on_error
             self._finish(_Failure(exc))
@@ -221,10 +222,16 @@ class _AsyncIteratorSource(Source[T]):
         self._finish(END)
 
     def _wake_drain(self) -> None:
-        self._wake_pending = False
+        self._waking = None
         wake = self._wake
         if wake is not None:
             wake()  # on the loop: the drain emits right here (OnLoop)
+
+    def _wake_now(self) -> None:
+        waking = self._waking
+        if waking is not None:
+            waking.cancel()
+            self._wake_drain()
 
     def _finish(self, outcome: _Marker | _Failure) -> None:
         self._exhausted = True
@@ -442,6 +449,7 @@ class AsyncPublisherIterator(Generic[T]):
         "_popleft",
         "_publisher",
         "_queue",
+        "_open",
         "_signal",
         "_state",
     )
@@ -457,6 +465,7 @@ class AsyncPublisherIterator(Generic[T]):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._signal: _LoopSignal | None = None
         self._state = _NEW
+        self._open = False  # _state == _OPEN, as one attribute for the fast path
 
     @property
     def subscriber(self) -> PrefetchQueue[T]:
@@ -473,6 +482,7 @@ class AsyncPublisherIterator(Generic[T]):
         self._signal = signal
         queue.bind(signal.notify)
         self._state = _OPEN
+        self._open = True
         assert publisher is not None
         try:
             publisher.subscribe(queue)
@@ -483,7 +493,7 @@ class AsyncPublisherIterator(Generic[T]):
         return self
 
     async def __anext__(self) -> T:
-        if self._state == _OPEN:  # the fast path: pop what is queued (fused, as to_iterator)
+        if self._open:  # the fast path: pop what is queued (fused, as to_iterator)
             try:
                 value = self._popleft()
             except IndexError:
@@ -537,6 +547,7 @@ class AsyncPublisherIterator(Generic[T]):
         if self._state == _CLOSED:
             return
         self._state = _CLOSED
+        self._open = False
         self._publisher = None
         self._queue.close()  # cancels upstream (§3.12) and drops the queued elements (§3.13)
         signal = self._signal
