@@ -41,14 +41,28 @@ class CaseResult:
     module: str
     outcomes: list[TestOutcome] = field(default_factory=list)
     unavailable: str = ""
+    env: str = ""  # e.g. "reactivex 6.1.0": the library version the column ran under, if varied
+
+    @property
+    def label(self) -> str:
+        """The column's name in the matrix, with the environment it ran under if any."""
+        return f"{self.column} [{self.env}]" if self.env else self.column
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CaseResult:
+        """Rebuild a result from ``to_json()`` output (e.g. sent by another interpreter)."""
+        outcomes = [TestOutcome(**o) for o in data.get("outcomes", [])]
+        return cls(**{**data, "outcomes": outcomes})
 
     def counts(self) -> dict[str, int]:
+        """How many outcomes have each status."""
         out = {"pass": 0, "fail": 0, "skip": 0, "error": 0}
         for o in self.outcomes:
             out[o.status] += 1
         return out
 
     def required_failures(self) -> list[TestOutcome]:
+        """The failed or erroring outcomes of required and stochastic tests."""
         return [
             o
             for o in self.outcomes
@@ -56,6 +70,7 @@ class CaseResult:
         ]
 
     def to_json(self) -> dict[str, Any]:
+        """The result as plain JSON-able data."""
         return asdict(self)
 
 
@@ -116,6 +131,7 @@ def run_case(
 
 
 def count_tests(cls: type[Any]) -> int:
+    """How many test methods ``cls`` has."""
     return len(_test_methods(cls))
 
 

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rs_core import Publisher, Subscriber, Subscription, publish_on
@@ -24,20 +24,28 @@ PUBLISH_ON_PREFETCH = 16
 
 @dataclass(frozen=True)
 class Source:
+    """A ``from_…`` publisher factory: ``make(n)`` emits ``0..n-1`` (after ``normalize``)."""
+
     name: str
     make: Callable[[int], Publisher[Any]]
     normalize: Callable[[Any], Any] = lambda x: x
     slack: int = 0  # elements the adapter itself may hold beyond downstream demand
+    library: str = ""  # the foreign library it bridges ("reactivex", ...), if any
 
 
 @dataclass(frozen=True)
 class Sink:
+    """A ``to_…`` consumer: ``consume(publisher, each, delay)`` drains a publisher slowly."""
+
     name: str
     consume: Callable[[Publisher[Any], Callable[[Any], None], float], None]
+    library: str = ""
 
 
 @dataclass
 class Cell:
+    """One source -> sink run and whether it kept order and the in-flight bound."""
+
     source: str
     sink: str
     via: str
@@ -46,9 +54,17 @@ class Cell:
     max_in_flight: int
     bound: int
     detail: str = ""
+    libraries: list[str] = field(default_factory=list)  # of the source and sink, if foreign
+    env: str = ""  # e.g. "reactivex 6.1.0": the library version the cell ran under, if varied
 
     def to_json(self) -> dict[str, Any]:
+        """The cell as plain JSON-able data."""
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Cell:
+        """Rebuild a cell from ``to_json()`` output (e.g. sent by another interpreter)."""
+        return cls(**data)
 
 
 # -- instrumentation -----------------------------------------------------------------------
@@ -132,6 +148,7 @@ def sources(spark: bool = False) -> Iterator[Source | tuple[str, str]]:
             "from_observable(block)",
             lambda n: from_observable(reactivex.from_iterable(range(n))),
             slack=256,  # the default buffer_size of from_observable
+            library="reactivex",
         )
     except ImportError as exc:
         yield ("from_observable", str(exc))
@@ -142,6 +159,7 @@ def sources(spark: bool = False) -> Iterator[Source | tuple[str, str]]:
             "from_async_observable",
             lambda n: from_async_observable(_aio_source(n), loop=_helper_loop()),
             slack=1,
+            library="aioreactive",
         )
     except ImportError as exc:
         yield ("from_async_observable", str(exc))
@@ -208,7 +226,7 @@ def sinks() -> Iterator[Sink | tuple[str, str]]:
             if errors:
                 raise errors[0]
 
-        yield Sink("to_observable", to_observable_sink)
+        yield Sink("to_observable", to_observable_sink, library="reactivex")
     except ImportError as exc:
         yield ("to_observable", str(exc))
 
@@ -276,18 +294,37 @@ def run_cell(source: Source, sink: Sink, via: str, n: int, delay: float) -> Cell
     if status == "pass" and meter.max_in_flight > bound:
         status = "fail"
         detail = f"{meter.max_in_flight} elements in flight, bound {bound}"
+    libraries = [lib for lib in (source.library, sink.library) if lib]
     return Cell(
-        source.name, sink.name, via, status, len(received), meter.max_in_flight, bound, detail
+        source.name,
+        sink.name,
+        via,
+        status,
+        len(received),
+        meter.max_in_flight,
+        bound,
+        detail,
+        sorted(set(libraries)),
     )
 
 
-def run_grid(n: int = 300, delay: float = 0.0005, spark: bool = False) -> list[Cell]:
-    """Every source x sink, direct and through ``publish_on``."""
+def _library(side: Source | Sink | tuple[str, str]) -> str:
+    """The foreign library of a source or sink ("" for ours, or for an unavailable one)."""
+    return "" if isinstance(side, tuple) else side.library
+
+
+def run_grid(
+    n: int = 300, delay: float = 0.0005, spark: bool = False, library: str | None = None
+) -> list[Cell]:
+    """Every source x sink, direct and via ``publish_on`` (with ``library``: only its cells)."""
     cells: list[Cell] = []
     srcs = list(sources(spark))
     snks = list(sinks())
     for src in srcs:
         for snk in snks:
+            libraries = sorted({_library(src), _library(snk)} - {""})
+            if library is not None and library not in libraries:
+                continue
             for via in ("direct", "publish_on"):
                 if isinstance(src, tuple) or isinstance(snk, tuple):
                     missing = src if isinstance(src, tuple) else snk
@@ -302,6 +339,7 @@ def run_grid(n: int = 300, delay: float = 0.0005, spark: bool = False) -> list[C
                             0,
                             0,
                             missing[1],
+                            libraries,
                         )
                     )
                     continue

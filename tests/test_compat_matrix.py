@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
-from compat_matrix.__main__ import main
-from compat_matrix._tck_run import run_case
-from compat_matrix.grid import run_grid
+import pytest
+
+from compat_matrix.__main__ import failures, main, markdown, versions_line
+from compat_matrix._envs import SecondRun, interleave, merge, parse_payload, run_second, tag
+from compat_matrix._tck_run import CaseResult, run_case
+from compat_matrix._tck_run import TestOutcome as Outcome  # not "Test…": pytest would collect it
+from compat_matrix.grid import Cell, run_grid
 from rs_core import Publisher, Subscriber, Subscription
 from rs_core.tck import PublisherVerification, TestEnvironment
 
@@ -77,3 +82,138 @@ def test_grid_cells_that_can_run_all_pass() -> None:
     assert ran, "no grid cell could run"
     assert [c for c in ran if c.status != "pass"] == []
     assert all(c.max_in_flight <= c.bound for c in ran)
+
+
+# -- the second environment (another reactivex), merged into one matrix ----------------------
+
+_MAIN = {"python": "3.11.7", "reactivex": "4.1.0", "aioreactive": "0.20.0"}
+_RX6 = {"python": "3.11.7", "reactivex": "6.1.0", "aioreactive": "not installed"}
+
+
+def _result(column: str, module: str, *statuses: str) -> CaseResult:
+    """A PublisherVerification column whose required tests had ``statuses``."""
+    outcomes = [
+        Outcome(f"required_spec10{i}_x", f"1.{i}", "required", status, "")
+        for i, status in enumerate(statuses, 1)
+    ]
+    return CaseResult(column, "PublisherVerification", module, outcomes)
+
+
+def _cell(source: str, sink: str, status: str = "pass") -> Cell:
+    """A grid cell; one touching an Observable bridges reactivex."""
+    libraries = ["reactivex"] if "observable" in source + sink else []
+    return Cell(source, sink, "direct", status, 3, 1, 17, "", libraries)
+
+
+def _second(*statuses: str, cell: str = "pass") -> SecondRun:
+    """What ``.venv-rx6`` sends back: one rx column and one rx cell, as JSON."""
+    results, cells = tag(
+        [_result("from_observable(block)", "rx", *statuses)],
+        [_cell("from_observable(block)", "to_iterator", cell)],
+        "reactivex 6.1.0",
+    )
+    payload = json.loads(
+        json.dumps(
+            {
+                "versions": _RX6,
+                "tck": [r.to_json() for r in results],
+                "grid": [c.to_json() for c in cells],
+            }
+        )
+    )
+    return parse_payload(payload, ".venv-rx6/bin/python")
+
+
+def _main_run() -> tuple[list[CaseResult], list[Cell]]:
+    """The main interpreter's results: one rx column, one iterables column, two cells."""
+    return tag(
+        [
+            _result("from_observable(block)", "rx", "pass", "pass"),
+            _result("from_iterable", "iterables", "pass", "pass"),
+        ],
+        [_cell("from_observable(block)", "to_iterator"), _cell("from_iterable", "to_iterator")],
+        "reactivex 4.1.0",
+    )
+
+
+def test_merge_puts_each_reactivex_version_beside_the_other() -> None:
+    """Each rx column and cell is labelled with its reactivex; 6.x follows its 4.x twin."""
+    results, cells = merge(*_main_run(), _second("pass", "skip"))
+    assert [r.label for r in results] == [
+        "from_observable(block) [reactivex 4.1.0]",
+        "from_observable(block) [reactivex 6.1.0]",
+        "from_iterable",
+    ]
+    assert [r.counts()["skip"] for r in results] == [0, 1, 0]
+    assert [(c.source, c.env) for c in cells] == [
+        ("from_observable(block)", "reactivex 4.1.0"),
+        ("from_observable(block)", "reactivex 6.1.0"),
+        ("from_iterable", ""),
+    ]
+
+
+def test_interleave_appends_what_has_no_twin() -> None:
+    """An extra item with no primary twin goes at the end; twins keep their order."""
+    assert interleave([1, 2, 3], [12, 22, 9], key=lambda x: x % 10) == [1, 2, 12, 22, 3, 9]
+
+
+def test_markdown_shows_both_versions_in_summary_rule_tables_and_versions_line() -> None:
+    """Summary rows, rule-table columns and the Versions line name 4.1.0 and 6.1.0."""
+    second = _second("pass", "fail")
+    results, cells = merge(*_main_run(), second)
+    text = markdown(results, cells, _MAIN, second)
+    assert "Versions: python 3.11.7, reactivex 4.1.0 and 6.1.0, aioreactive 0.20.0." in text
+    assert "| from_observable(block) [reactivex 4.1.0] | PublisherVerification | 2 | 0 |" in text
+    assert "| from_observable(block) [reactivex 6.1.0] | PublisherVerification | 1 | 1 |" in text
+    header = (
+        "| from_observable(block) [reactivex 4.1.0] | from_observable(block) [reactivex 6.1.0] |"
+    )
+    assert header in text
+    assert "| `required_spec102_x` | ✅ | ❌ | ✅ |" in text
+    assert "| from_observable(block) | to_iterator | direct | reactivex 6.1.0 | ✅ |" in text
+    assert versions_line(_MAIN, SecondRun("x", "absent")).startswith(
+        "Versions: python 3.11.7, reactivex 4.1.0, "
+    )
+
+
+def test_a_required_failure_under_the_second_version_fails_the_run() -> None:
+    """A §1.2 failure only under reactivex 6.1.0 is a reason to exit 1; all green is not."""
+    assert failures(*merge(*_main_run(), _second("pass", "pass")), _second()) == []
+    results, cells = merge(*_main_run(), _second("pass", "fail"))
+    assert failures(results, cells, _second()) == [
+        "REQUIRED FAILURE: from_observable(block) [reactivex 6.1.0]: required_spec102_x"
+    ]
+    results, cells = merge(*_main_run(), _second("pass", cell="fail"))
+    assert len(failures(results, cells, _second())) == 1
+
+
+def test_a_missing_second_interpreter_is_reported_and_not_an_error(tmp_path: Path) -> None:
+    """No interpreter at the path: status "absent", said in the matrix, exit status 0."""
+    second = run_second(tmp_path / "nowhere" / "python", ["rx"], None)
+    assert second.status == "absent" and second.results == []
+    results, cells = merge(*_main_run(), second)
+    assert failures(results, cells, second) == []
+    text = markdown(results, cells, _MAIN, second)
+    assert "nowhere/python` not found" in text
+    assert "reactivex 4.1.0 and" not in text
+
+
+def test_a_second_interpreter_that_gives_no_results_is_an_error(tmp_path: Path) -> None:
+    """An interpreter that exits without writing its JSON makes the run fail, saying so."""
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho broken >&2\nexit 3\n")
+    broken.chmod(0o755)
+    second = run_second(broken, ["rx"], None)
+    assert second.status == "error" and "exit 3" in second.detail and "broken" in second.detail
+    assert failures([], [], second) == [second.describe()]
+
+
+def test_the_second_run_entry_point_sends_labelled_rx_results() -> None:
+    """``python -m compat_matrix --only rx --json PATH`` in a subprocess gives every rx column."""
+    pytest.importorskip("reactivex")
+    second = run_second(Path(sys.executable), ["rx"], None)
+    assert second.status == "ran", second.detail
+    label = f"reactivex {second.versions['reactivex']}"
+    assert len(second.results) >= 6
+    assert {r.env for r in second.results} == {label}
+    assert failures(second.results, second.cells, second) == []

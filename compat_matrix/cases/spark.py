@@ -163,10 +163,16 @@ def grid_sources() -> list[Any]:
     from compat_matrix.grid import Source
 
     return [
-        Source("from_dataframe(rows)", lambda n: from_dataframe(_frame(n)), lambda row: row.id),
+        Source(
+            "from_dataframe(rows)",
+            lambda n: from_dataframe(_frame(n)),
+            lambda row: row.id,
+            library="pyspark",
+        ),
         Source(
             "from_dataframe(arrow)",
             lambda n: from_dataframe(_frame(n), mode="arrow", max_rows_per_batch=1),
             lambda batch: batch.column(0)[0].as_py(),
+            library="pyspark",
         ),
     ]
