@@ -159,7 +159,11 @@ class _ObservableSource(_BufferSource[T]):
     While a lease is held between two elements, a ``request`` or ``cancel`` from another
     thread takes effect when the next element is offered (§3.12, §3.13 say "eventually"):
     a source that blocks between two elements until it is disposed (a generator waiting on
-    a socket) is disposed when it yields, not when ``cancel`` is called.
+    a socket) is disposed when it yields, not when ``cancel`` is called. Hot sources (a
+    Subject fed from user threads) keep the regular path: a lease taken and returned around
+    each push measured about 1.5x faster there, but on a user's thread it would let a common
+    mistake (``on_next`` from two threads at once) overlap signals, which the regular path's
+    queue and drain absorb.
     """
 
     __slots__ = (
