@@ -157,7 +157,7 @@ class _ObservableSource(_BufferSource[T]):
     threads that are not ours: never under a lease). An emission that moves to another
     thread takes the regular path, which takes the lease back (the calls are serial).
     While a lease is held between two elements, a ``request`` or ``cancel`` from another
-    thread takes effect when the next element is offered (§3.12, §3.13 say "eventually"):
+    thread takes effect once the next element is delivered (§3.12, §3.13 say "eventually"):
     a source that blocks between two elements until it is disposed (a generator waiting on
     a socket) is disposed when it yields, not when ``cancel`` is called. Hot sources (a
     Subject fed from user threads) keep the regular path: a lease taken and returned around

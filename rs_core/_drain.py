@@ -314,23 +314,25 @@ class DrainSubscription(Generic[T]):
         it lasts, the :meth:`emitter` callable delivers each element on the lessee's thread
         and counts the credit down, without a lock: the other entry points (``request``,
         ``cancel``, ``wake``) still change state under the lock and bump ``_wip``, and return
-        because the WIP is taken (§3.3, §3.4). The lessee reads ``_wip`` before and after each
-        element (a lock-free hint: it moves off 1 only under the lock and never back while the
-        lease is held, so a stale read only delays the settling to the next check or to the
+        because the WIP is taken (§3.3, §3.4). The lessee reads ``_wip`` after each element (a
+        lock-free hint: it moves off 1 only under the lock and never back while the lease is
+        held, so a stale read only delays the settling to the next element or to the
         release) and settles under the lock when it moved or the credit ran out: if only
         demand arrived, the lease is renewed with it; otherwise the unused credit goes back to
         the demand (§1.1) and the normal drain loop runs from the WIP it holds, so cancel
         (§3.12), a §3.9 error, a buffered element or the source's end are handled there, and
         the WIP is released by the loop's missed-count exit.
 
-        Between two elements the lease stays held: a ``request`` or ``cancel`` from another
-        thread takes effect when the producer offers its next element, or releases the lease
-        (§3.12/§3.13 ask for "eventually"; only an element already being delivered arrives
-        after ``cancel`` returned). Hence only take a lease on a thread that keeps producing or
-        releases it: one the source owns, not a user's. The emitter checks the calling thread
-        on every element (one ``get_ident()``): only the lessee delivers under the lease, so a
-        producer that moved to another thread takes the regular path, which revokes the lease
-        (:meth:`release_lease`), and the lessee's thread can always release it safely.
+        Between two elements the lease stays held: a ``request``, ``cancel`` or bad ``request``
+        from another thread takes effect once the producer has delivered its next element, or
+        releases the lease (§3.12/§3.13 ask for "eventually"; at most one element arrives
+        after ``cancel`` returned; from inside ``on_next`` they take effect before the
+        producer gets control back). Hence only take a lease on a thread that keeps
+        producing or releases it: one the source owns, not a user's. The emitter checks the
+        calling thread on every element (one ``get_ident()``): only the lessee delivers under
+        the lease, so a producer that moved to another thread takes the regular path, which
+        revokes the lease (:meth:`release_lease`), and the lessee's thread can always release
+        it safely.
 
         Preconditions, for the source: one producer at a time, whose calls do not overlap
         (Rx's observer contract), so the lease's lock-free fields are never written by two
@@ -392,23 +394,19 @@ class DrainSubscription(Generic[T]):
         """The emitter callable: the lease's lock-free path, else the source's fallback."""
         credit = self._credit
         if credit and element is not None and self._lessee == get_ident():
-            if self._wip != 1:  # a request / cancel from another thread since the last one
-                self._settle()  # renews the lease, or ends it (and maybe the stream)
-                credit = self._credit
-            if credit:
-                self._credit = 0  # delivering: a reentrant push goes to the regular path
-                try:
-                    self._subscriber.on_next(element)  # type: ignore[union-attr]  # leased
-                except Exception as exc:  # §2.13: the subscriber counts as cancelled
-                    self._lessee = None
-                    source = self._source
-                    if source is not None:
-                        self._subscriber_failed(source, exc)
-                    return
-                self._credit = credit - 1
-                if credit == 1 or self._wip != 1:  # §1.1: used up; or on_next called
-                    self._settle()  # request / cancel (§3.3, §3.12)
+            self._credit = 0  # delivering: a reentrant push goes to the regular path
+            try:
+                self._subscriber.on_next(element)  # type: ignore[union-attr]  # leased: set
+            except Exception as exc:  # §2.13: the subscriber counts as cancelled
+                self._lessee = None
+                source = self._source
+                if source is not None:
+                    self._subscriber_failed(source, exc)
                 return
+            self._credit = credit - 1
+            if credit == 1 or self._wip != 1:  # §1.1: used up; or request / cancel / wake
+                self._settle()  # came (§3.3, §3.9, §3.12), from on_next or another thread
+            return
         self._fallback(element)
 
     def _settle(self) -> None:

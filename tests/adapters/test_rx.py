@@ -296,7 +296,7 @@ class TestBlockLease:
         self, leases: list[int]
     ) -> None:
         """§3.12/§3.13: cancel from another thread while an infinite cold source is delivered
-        under a lease: it stops (at most the element in flight arrives after cancel returned),
+        under a lease: it stops (at most one more element arrives after cancel returned),
         the generator is closed, the owned thread ends, the subscriber is let go."""
         before = _owned_threads()
         gen = _Counted()
@@ -457,8 +457,8 @@ def _race_cancel_cold_lease_once() -> None:
 @pytest.mark.stress
 def test_cancel_racing_a_cold_lease() -> None:
     """block, cold, under a lease: cancel from this thread racing the owned thread's emission
-    (100 rounds) always stops it, closes the generator and ends the thread; at most the
-    element in flight arrives after cancel returned."""
+    (100 rounds) always stops it, closes the generator and ends the thread; at most one
+    element arrives after cancel returned."""
     for _ in range(100):
         _race_cancel_cold_lease_once()
 
