@@ -44,14 +44,19 @@ def _as_result(r: Any) -> Result:
     )
 
 
+def _figure(value: float) -> str:
+    """A rate to the unit (``3,420,630``); a small figure (MB, MiB/call) to 3 digits."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def _table(results: list[Result]) -> str:
     rows = [("benchmark", "ours", "baseline", "unit", "ratio", "target", "")]
     for r in results:
         ratio = f"{r.ratio:.2f}x" if r.ratio is not None else "-"
         target = f">= {r.target:g}x" if r.target is not None else "report"
         met = {True: "met", False: "MISSED", None: ""}[r.met]
-        baseline = f"{r.baseline:,.0f}" if r.baseline is not None else "-"
-        rows.append((r.name, f"{r.ours:,.0f}", baseline, r.unit, ratio, target, met))
+        baseline = _figure(r.baseline) if r.baseline is not None else "-"
+        rows.append((r.name, _figure(r.ours), baseline, r.unit, ratio, target, met))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows)
     return "\n".join(lines)
@@ -99,10 +104,10 @@ def _markdown(results: list[Result], payload: dict[str, Any]) -> str:
     for r in results:
         ratio = f"{r.ratio:.2f}x" if r.ratio is not None else "-"
         target = f">= {r.target:g}x ({'met' if r.met else 'missed'})" if r.target else "report"
-        baseline = f"{r.baseline:,.0f}" if r.baseline is not None else "-"
+        baseline = _figure(r.baseline) if r.baseline is not None else "-"
         note = r.baseline_name + (f"; {r.note}" if r.note else "")
         lines.append(
-            f"| {r.name} | {r.ours:,.0f} {r.unit} | {baseline} | {ratio} | {target} | {note} |"
+            f"| {r.name} | {_figure(r.ours)} {r.unit} | {baseline} | {ratio} | {target} | {note} |"
         )
     return "\n".join(lines) + "\n"
 

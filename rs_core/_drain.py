@@ -7,7 +7,10 @@ terminal state, dropping references, and reporting a subscriber that raises.
 
 The loop is the work-in-progress ("WIP / missed") loop of reactor-core and RxJava, on a lock
 because pure Python has no CAS: every entry point changes state under the lock and bumps
-``_wip``; only the call that moved it from 0 to 1 drains, any other returns at once.
+``_wip``; only the call that moved it from 0 to 1 drains, any other returns at once. A
+single-producer push source may also hold the WIP as an *emitter lease* and deliver its
+elements straight from the producer's thread, one lock per lease instead of three per element
+(see :meth:`DrainSubscription.lease`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from itertools import islice
+from threading import get_ident
 from typing import Any, Final, Generic, TypeVar, final
 
 from rs_core._demand import UNBOUNDED, add_cap, check_request, produced
@@ -207,15 +211,19 @@ class DrainSubscription(Generic[T]):
     §3.13 (subscriber and source dropped on cancel and termination), §3.17 (saturating demand).
 
     Signals reach the subscriber on the thread the policy runs the drain on; ``on_subscribe``
-    is delivered by :meth:`start` on the caller's thread.
+    is delivered by :meth:`start` on the caller's thread. Under an emitter lease
+    (:meth:`lease`) they reach it on the lessee's thread, the producer's.
     """
 
     __slots__ = (
         "__weakref__",
         "_bad_request",
         "_cancelled",
+        "_credit",
         "_demand",
         "_done",
+        "_fallback",
+        "_lessee",
         "_lock",
         "_policy",
         "_sink",
@@ -238,6 +246,12 @@ class DrainSubscription(Generic[T]):
         self._policy = policy
         # Fusion: our own queue subscribers are appended to directly (see QueueSink).
         self._sink: QueueSink[T] | None = subscriber if isinstance(subscriber, QueueSink) else None
+        # The emitter lease (see lease()): the lessee's thread id and its credit, the demand it
+        # took out of _demand. Written by the lessee alone; _credit is 0 while no lease is held
+        # and during each delivery under it (so a reentrant push takes the regular path).
+        self._lessee: int | None = None
+        self._credit = 0
+        self._fallback: Callable[[T], None] = _refuse
         source.bind(self.wake)
 
     # -- entry points -------------------------------------------------------------------
@@ -290,14 +304,170 @@ class DrainSubscription(Generic[T]):
 
     @property
     def demand(self) -> int:
-        """Requested and not yet delivered (a snapshot; ``UNBOUNDED`` once unbounded)."""
+        """Requested and not yet delivered (a snapshot; ``UNBOUNDED`` once unbounded).
+
+        Includes a lessee's credit, except while it is delivering an element."""
         with self._lock:
-            return self._demand
+            return add_cap(self._demand, self._credit)
 
     @property
     def is_cancelled(self) -> bool:
         """True once cancelled, or once a terminal signal was delivered (§1.6)."""
         return self._cancelled
+
+    # -- the emitter lease: a single producer delivering on its own thread -------------------
+
+    def emitter(self, fallback: Callable[[T], None]) -> Callable[[T], None]:
+        """Return the ``on_next`` to hand a single-producer push source's producer.
+
+        The callable delivers ``element`` straight to ``subscriber.on_next`` when the calling
+        thread holds the emitter lease (see :meth:`lease`) with credit left, with no lock; in
+        every other case it calls ``fallback(element)``: the source's regular path (buffer the
+        element and ``wake()``, or wait for room, or take a lease and call the emitter again).
+        ``None`` always takes the fallback, which owns the §2.13 decision.
+
+        Args:
+            fallback: the source's own ``on_next``; called on the producer's thread.
+
+        Returns:
+            A callable for the producer; call it serially (one element at a time).
+        """
+        self._fallback = fallback
+        return self._offer
+
+    def lease(self) -> bool:
+        """Take the emitter lease for the calling thread, if the drain is idle; under one lock.
+
+        A lease is the WIP held by a push source's producer, together with a credit: all the
+        demand outstanding when it was taken (a local budget, removed from ``demand``). While
+        it lasts, the :meth:`emitter` callable delivers each element on the lessee's thread
+        and counts the credit down, without a lock: the other entry points (``request``,
+        ``cancel``, ``wake``) still change state under the lock and bump ``_wip``, and return
+        because the WIP is taken (§3.3, §3.4). The lessee reads ``_wip`` after each element (a
+        lock-free hint: it moves off 1 only under the lock and never back while the lease is
+        held, so a stale read only delays the settling to the next element or to the
+        release) and settles under the lock when it moved or the credit ran out: if only
+        demand arrived, the lease is renewed with it; otherwise the unused credit goes back to
+        the demand (§1.1) and the normal drain loop runs from the WIP it holds, so cancel
+        (§3.12), a §3.9 error, a buffered element or the source's end are handled there, and
+        the WIP is released by the loop's missed-count exit.
+
+        Between two elements the lease stays held: a ``request``, ``cancel`` or bad ``request``
+        from another thread takes effect once the producer has delivered its next element, or
+        releases the lease (§3.12/§3.13 ask for "eventually"; at most one element arrives
+        after ``cancel`` returned; from inside ``on_next`` they take effect before the
+        producer gets control back). Hence only take a lease on a thread that keeps
+        producing or releases it: one the source owns, not a user's. The emitter checks the
+        calling thread on every element (one ``get_ident()``): only the lessee delivers under
+        the lease, so a producer that moved to another thread takes the regular path, which
+        revokes the lease (:meth:`release_lease`), and the lessee's thread can always release
+        it safely.
+
+        Preconditions, for the source: one producer at a time, whose calls do not overlap
+        (Rx's observer contract), so the lease's lock-free fields are never written by two
+        threads at once; every ``wake`` during a lease comes from the producer, which then
+        calls :meth:`release_lease`; the source exposes its buffer as ``queue``. The lease is
+        granted only under the ``INLINE`` policy (the producer's thread is where the drain
+        would run), when the WIP is free, nothing is buffered, nothing was cancelled or
+        illegally requested (§3.9) and demand is > 0. A reentrant push (from inside the
+        subscriber's ``on_next``) takes the fallback, and is delivered after the element in
+        progress.
+
+        Returns:
+            True if the calling thread now holds the lease (with credit >= 1).
+        """
+        source = self._source
+        if self._policy is not INLINE or source is None or source.queue is None:
+            return False
+        queue = source.queue
+        with self._lock:
+            demand = self._demand
+            if (
+                self._wip
+                or not demand
+                or queue
+                or self._cancelled
+                or self._bad_request is not None
+            ):
+                return False
+            self._wip = 1
+            self._demand = produced(demand, demand)  # the credit leaves the shared demand
+            self._credit = demand
+            self._lessee = get_ident()
+        return True
+
+    def release_lease(self) -> None:
+        """End the emitter lease, if one is held: return its unused credit and drain.
+
+        Called by the producer before it waits, when its source ends (after ``finish``), and
+        by the lessee's thread once it stops producing. Also safe from another thread that
+        the single producer moved to (an Observable switching threads): the producer's calls
+        are serial, so the lessee is not delivering meanwhile; the lease is then revoked, and
+        the caller drains from the WIP it inherits. A no-op when no lease is held, and during a
+        delivery under the lease (a reentrant push): the lessee settles after it.
+        """
+        if self._lessee is None:  # lock-free: written only under the lock or by the lessee
+            return
+        with self._lock:
+            if self._lessee is None or not self._credit:
+                return  # none, or in the middle of a delivery: the lessee settles after it
+            credit, self._credit = self._credit, 0
+            self._lessee = None
+            self._demand = add_cap(self._demand, credit)  # §1.1: unused credit goes back
+            if self._wip == 1:  # nothing missed: the loop's exit, without a pass
+                self._wip = 0
+                return
+        self._drain()  # from the WIP the lease held; released by the missed-count exit
+
+    def _offer(self, element: T) -> None:
+        """The emitter callable: the lease's lock-free path, else the source's fallback."""
+        credit = self._credit
+        if credit and element is not None and self._lessee == get_ident():
+            self._credit = 0  # delivering: a reentrant push goes to the regular path
+            try:
+                self._subscriber.on_next(element)  # type: ignore[union-attr]  # leased: set
+            except Exception as exc:  # §2.13: the subscriber counts as cancelled
+                self._lessee = None
+                source = self._source
+                if source is not None:
+                    self._subscriber_failed(source, exc)
+                return
+            self._credit = credit - 1
+            if credit == 1 or self._wip != 1:  # §1.1: used up; or request / cancel / wake
+                self._settle()  # came (§3.3, §3.9, §3.12), from on_next or another thread
+            return
+        self._fallback(element)
+
+    def _settle(self) -> None:
+        """The lessee's exit: renew the lease if only demand arrived, else drain and release."""
+        source = self._source
+        queue = source.queue if source is not None else None
+        renewable = False
+        if source is not None and queue is not None:
+            try:  # an end signalled from inside on_next (reentrantly) must reach the loop
+                renewable = not source.at_end()
+            except Exception:
+                pass  # the drain loop asks again, and reports the failure
+        with self._lock:
+            demand = add_cap(self._demand, self._credit)
+            if (
+                renewable
+                and demand
+                and not queue
+                and not self._cancelled
+                and self._bad_request is None
+            ):
+                self._wip = 1  # the missed work was only new demand (§3.3): absorbed
+                self._demand = produced(demand, demand)
+                self._credit = demand
+                return
+            self._demand = demand  # §1.1: the unused credit goes back
+            self._credit = 0
+            self._lessee = None
+            if self._wip == 1 and renewable:  # nothing missed: the loop's exit, without a pass
+                self._wip = 0
+                return
+        self._drain()  # cancel (§3.12), §3.9, buffered elements, the end; then releases
 
     # -- the drain ----------------------------------------------------------------------
 
@@ -515,6 +685,10 @@ class DrainSubscription(Generic[T]):
             self._sink = None
             self._done = True
         return subscriber, source
+
+
+def _refuse(element: Any) -> None:
+    raise RuntimeError("DrainSubscription.emitter() was not given a fallback")
 
 
 def _close(source: Source[Any]) -> None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
+import logging
 import runpy
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,11 +17,21 @@ from typing import Any
 import pytest
 import reactivex
 from reactivex import operators as ops
+from reactivex.scheduler import NewThreadScheduler
 from reactivex.subject import Subject
 
 from adapters.iterables import from_iterable, to_iterator
 from adapters.rx import Overflow, from_observable, rx_processor, to_observable
-from rs_core import OverflowViolation, Publisher, Subscriber, Subscription
+from rs_core import (
+    UNBOUNDED,
+    IllegalRequestError,
+    OverflowViolation,
+    Publisher,
+    Subscriber,
+    Subscription,
+    checked,
+)
+from rs_core._drain import DrainSubscription
 from rs_core.testing import RecordingSubscriber
 
 STRATEGIES = ["block", "buffer", "drop", "latest", "error"]
@@ -227,6 +240,276 @@ def test_cancelled_before_subscribing_never_subscribes_to_the_observable() -> No
     for thread in _owned_threads() - before:
         thread.join(5)
     assert not subscribed.is_set() and sub.elements == []
+
+
+# -- from_observable: block, a cold source delivered under the emitter lease --------------------
+
+
+@pytest.fixture
+def leases(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The thread ids of every emitter lease the drain grants during the test."""
+    taken: list[int] = []
+    original = DrainSubscription.lease
+
+    def spy(self: DrainSubscription[Any]) -> bool:
+        granted = original(self)
+        if granted:
+            taken.append(threading.get_ident())
+        return granted
+
+    monkeypatch.setattr(DrainSubscription, "lease", spy)
+    return taken
+
+
+def _owned_thread_ends(before: set[threading.Thread]) -> None:
+    for thread in _owned_threads() - before:
+        thread.join(5)
+        assert not thread.is_alive()
+
+
+class TestBlockLease:
+    """block + a cold source: the owned thread delivers straight to the subscriber under a
+    lease of demand (one lock per lease), and every rule still holds."""
+
+    def test_delivers_on_the_owned_thread_under_one_lease(self, leases: list[int]) -> None:
+        """20_000 elements requested 256 at a time from on_next (§3.3): all of them, in
+        order, on the owned thread, under one lease renewed in place; no violation (checked)."""
+        sub: RecordingSubscriber[int] = RecordingSubscriber(256)
+        sub.on_next_hook = lambda x: sub.request(256) if x % 256 == 255 else None
+        checked(from_observable(reactivex.from_iterable(range(20_000)))).subscribe(sub)
+        sub.await_terminal()
+        assert sub.completed and sub.elements == list(range(20_000))
+        assert len(leases) == 1 and sub.signal_threads == {threading.get_ident(), leases[0]}
+        sub.assert_no_violations()
+
+    def test_spec303_reentrant_request_of_one_during_a_lease(self, leases: list[int]) -> None:
+        """§3.2/§3.3/§1.1: request(1) from each on_next under a lease: exactly one element per
+        request, no recursion, no violation (checked raises ProtocolViolation if so)."""
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1, request_on_next=1)
+        checked(from_observable(reactivex.from_iterable(range(5000)))).subscribe(sub)
+        sub.await_terminal()
+        assert sub.completed and sub.elements == list(range(5000)) and sub.error is None
+        assert len(leases) == 1
+        sub.assert_no_violations()
+
+    def test_cancel_from_another_thread_stops_a_fast_cold_emission(
+        self, leases: list[int]
+    ) -> None:
+        """§3.12/§3.13: cancel from another thread while an infinite cold source is delivered
+        under a lease: it stops (at most one more element arrives after cancel returned),
+        the generator is closed, the owned thread ends, the subscriber is let go."""
+        before = _owned_threads()
+        gen = _Counted()
+        sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+        from_observable(reactivex.from_iterable(gen)).subscribe(sub)
+        sub.await_count(2000)
+        sub.cancel()
+        at_return = len(sub.elements)
+        assert gen.closed.wait(5)
+        _owned_thread_ends(before)
+        assert len(sub.elements) - at_return <= 1
+        assert sub.elements == list(range(len(sub.elements))) and leases
+        ref = weakref.ref(sub)
+        del sub
+        gc.collect()
+        assert ref() is None  # §3.13
+
+    def test_request_from_another_thread_while_the_emitter_waits(
+        self, leases: list[int]
+    ) -> None:
+        """block: with no demand the owned thread fills the buffer and waits (no lease);
+        requests from this thread release it; once the buffer is empty and demand remains,
+        the rest is delivered under a lease, in order, on the owned thread."""
+        gen = _Counted(100)
+        sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+        from_observable(reactivex.from_iterable(gen), buffer_size=4).subscribe(sub)
+        sub.await_condition(lambda: gen.pulled == 5, what="the emitter to wait for room")
+        assert sub.elements == [] and leases == []
+        sub.request(2)
+        assert sub.elements == [0, 1]
+        sub.await_condition(lambda: gen.pulled == 7, what="the emitter to refill the buffer")
+        sub.request(UNBOUNDED)
+        sub.await_terminal()
+        assert sub.completed and sub.elements == list(range(100))
+        assert len(leases) == 1 and leases[0] in sub.signal_threads
+        sub.assert_no_violations()
+
+    def test_spec309_request_zero_during_a_lease_signals_on_error(
+        self, leases: list[int]
+    ) -> None:
+        """§3.9: request(0) from on_next under a lease: on_error(IllegalRequestError) right
+        after that element; the generator is closed and the owned thread ends."""
+        before = _owned_threads()
+        gen = _Counted()
+        sub: RecordingSubscriber[int] = RecordingSubscriber(100)
+        sub.on_next_hook = lambda x: sub.request(0) if x == 5 else None
+        from_observable(reactivex.from_iterable(gen)).subscribe(sub)
+        sub.await_terminal()
+        assert sub.elements == list(range(6))
+        assert isinstance(sub.error, IllegalRequestError) and "§3.9" in str(sub.error)
+        assert gen.closed.wait(5) and leases
+        _owned_thread_ends(before)
+        sub.assert_no_violations()
+
+    def test_spec213_raising_subscriber_during_a_lease_is_cancelled_and_reported(
+        self, leases: list[int], caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """§2.13: on_next raising under a lease: the subscription counts as cancelled (the Rx
+        subscription disposed at once: the generator is not pulled again; the owned thread
+        ends), the error is logged naming §2.13, and the subscriber is signalled nothing more.
+        (The logged traceback keeps the generator's frame alive, so it is not closed here.)"""
+        before = _owned_threads()
+        gen = _Counted()
+        boom = RuntimeError("subscriber bug")
+
+        def explode(x: int) -> None:
+            if x == 3:
+                raise boom
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(100)
+        sub.on_next_hook = explode
+        with caplog.at_level(logging.ERROR, logger="rs_core"):
+            from_observable(reactivex.from_iterable(gen)).subscribe(sub)
+            sub.await_condition(lambda: len(caplog.records) > 0, what="the report")
+            _owned_thread_ends(before)
+        assert sub.elements == [0, 1, 2, 3] and gen.pulled == 4
+        assert not sub.is_terminated and leases
+        dropped = [r for r in caplog.records if r.exc_info and r.exc_info[1] is boom]
+        assert len(dropped) == 1 and dropped[0].getMessage().startswith("§2.13: ")
+
+    def test_none_during_a_lease_fails_the_stream(self, leases: list[int]) -> None:
+        """§2.13: None from a cold source under a lease is never delivered: on_error(TypeError)
+        after the elements before it."""
+        sub: RecordingSubscriber[Any] = RecordingSubscriber(10)
+        from_observable(reactivex.from_iterable([0, 1, None, 3])).subscribe(sub)
+        sub.await_terminal()
+        assert sub.elements == [0, 1] and isinstance(sub.error, TypeError) and leases
+
+    def test_spec104_rx_error_follows_the_leased_elements(self, leases: list[int]) -> None:
+        """§1.4: an Rx error after elements delivered under a lease arrives after them."""
+        boom = RuntimeError("rx failed")
+        sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+        source = reactivex.concat(reactivex.from_iterable(range(3)), reactivex.throw(boom))
+        from_observable(source).subscribe(sub)
+        sub.await_terminal()
+        assert sub.elements == [0, 1, 2] and sub.error is boom and leases
+
+    def test_emission_moving_to_another_thread_takes_the_lease_back(
+        self, leases: list[int]
+    ) -> None:
+        """A cold source whose emission continues on a thread of Rx's own after a first part on
+        the owned thread: that thread never delivers under the owned thread's lease (it takes
+        it back); all elements arrive in order, serially (checked), then on_complete."""
+        source = reactivex.concat(
+            reactivex.from_iterable(range(100)),
+            reactivex.from_iterable(range(100, 200)).pipe(ops.subscribe_on(NewThreadScheduler())),
+        )
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1000)
+        checked(from_observable(source, buffer_size=8)).subscribe(sub)
+        sub.await_terminal()
+        assert sub.completed and sub.elements == list(range(200))
+        assert len(set(leases)) == 1  # only ever granted to the owned thread
+        sub.assert_no_violations()
+
+    def test_owned_thread_blocking_on_other_emitters_does_not_deadlock(
+        self, leases: list[int]
+    ) -> None:
+        """A cold source that emits once on the owned thread (under a lease, credit left) and
+        then waits there for a worker thread to emit 50 more: the worker takes the lease back,
+        so its elements drain and the buffer (4) never blocks it for good."""
+
+        def subscribe(observer: Any, scheduler: Any = None) -> Any:
+            observer.on_next(-1)
+
+            def work() -> None:
+                for i in range(50):
+                    observer.on_next(i)
+
+            worker = threading.Thread(target=work, daemon=True)
+            worker.start()
+            worker.join(5)
+            if not worker.is_alive():
+                observer.on_completed()
+            return None
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(2, request_on_next=1)
+        from_observable(reactivex.create(subscribe), buffer_size=4).subscribe(sub)
+        sub.await_terminal()
+        assert sub.completed and sub.elements == [-1, *range(50)] and leases
+        sub.assert_no_violations()
+
+
+def _race_cancel_cold_lease_once() -> None:
+    before = _owned_threads()
+    gen = _Counted()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    from_observable(reactivex.from_iterable(gen)).subscribe(sub)
+    sub.await_count(1)
+    sub.cancel()
+    at_return = len(sub.elements)
+    assert gen.closed.wait(5)
+    _owned_thread_ends(before)
+    assert len(sub.elements) - at_return <= 1
+    assert sub.elements == list(range(len(sub.elements)))
+    sub.assert_no_violations()
+
+
+@pytest.mark.stress
+def test_cancel_racing_a_cold_lease() -> None:
+    """block, cold, under a lease: cancel from this thread racing the owned thread's emission
+    (100 rounds) always stops it, closes the generator and ends the thread; at most one
+    element arrives after cancel returned."""
+    for _ in range(100):
+        _race_cancel_cold_lease_once()
+
+
+def _race_requests_cold_lease_once() -> None:
+    sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+    checked(from_observable(reactivex.from_iterable(range(2000)), buffer_size=8)).subscribe(sub)
+    barrier = threading.Barrier(2)
+
+    def requests() -> None:
+        barrier.wait(5)
+        for _ in range(200):
+            sub.request(10)
+
+    requester = threading.Thread(target=requests)
+    requester.start()
+    barrier.wait(5)
+    requester.join(10)
+    sub.await_terminal()
+    assert sub.error is None and sub.completed and sub.elements == list(range(2000))
+    sub.assert_no_violations()
+
+
+@pytest.mark.stress
+def test_spec101_requests_from_another_thread_racing_a_cold_lease() -> None:
+    """§1.1/§1.3: requests of 10 from another thread racing the owned thread's emission, which
+    waits, leases, renews and returns leases (50 rounds): checked() never sees more on_next
+    than requested nor overlapping signals, and everything arrives in order."""
+    for _ in range(50):
+        _race_requests_cold_lease_once()
+
+
+def _race_thread_switch_once() -> None:
+    source = reactivex.concat(
+        reactivex.from_iterable(range(50)),
+        reactivex.from_iterable(range(50, 100)).pipe(ops.subscribe_on(NewThreadScheduler())),
+        reactivex.from_iterable(range(100, 150)),
+    )
+    sub: RecordingSubscriber[int] = RecordingSubscriber(3, request_on_next=1)
+    checked(from_observable(source, buffer_size=4)).subscribe(sub)
+    sub.await_terminal()
+    assert sub.error is None and sub.completed and sub.elements == list(range(150))
+    sub.assert_no_violations()
+
+
+@pytest.mark.stress
+def test_emission_switching_threads_racing_the_owned_thread_leaving() -> None:
+    """block: a cold source that moves from the owned thread to Rx's own thread while the owned
+    thread returns (50 rounds): serial (checked), ordered, complete."""
+    for _ in range(50):
+        _race_thread_switch_once()
 
 
 # -- from_observable: event loops ---------------------------------------------------------------
