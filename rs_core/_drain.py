@@ -222,6 +222,7 @@ class DrainSubscription(Generic[T]):
         "_credit",
         "_demand",
         "_done",
+        "_deliver",
         "_fallback",
         "_lessee",
         "_lock",
@@ -252,6 +253,7 @@ class DrainSubscription(Generic[T]):
         self._lessee: int | None = None
         self._credit = 0
         self._fallback: Callable[[T], None] = _refuse
+        self._deliver: Callable[[T], None] = subscriber.on_next  # the lessee's, bound once
         source.bind(self.wake)
 
     # -- entry points -------------------------------------------------------------------
@@ -425,7 +427,7 @@ class DrainSubscription(Generic[T]):
         if credit and element is not None and self._lessee == get_ident():
             self._credit = 0  # delivering: a reentrant push goes to the regular path
             try:
-                self._subscriber.on_next(element)  # type: ignore[union-attr]  # leased: set
+                self._deliver(element)  # the subscriber's on_next
             except Exception as exc:  # §2.13: the subscriber counts as cancelled
                 self._lessee = None
                 source = self._source
@@ -683,8 +685,13 @@ class DrainSubscription(Generic[T]):
             self._subscriber = None
             self._source = None
             self._sink = None
+            self._deliver = _dropped
             self._done = True
         return subscriber, source
+
+
+def _dropped(element: Any) -> None:
+    """Stands for the subscriber's ``on_next`` once it is dropped (§3.13); never called."""
 
 
 def _refuse(element: Any) -> None:
