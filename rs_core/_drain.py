@@ -63,7 +63,8 @@ END: Final = _Marker("END")
 class Source(Generic[T]):
     """What a publisher plugs into the drain: a pull interface over its elements.
 
-    Every method is called by the drain only, serially, never while the drain's lock is held.
+    Every method but ``interrupt`` is called by the drain only, serially, never while the
+    drain's lock is held.
     ``poll`` is called only while the subscriber has unmet demand: a pull source pulls one
     element per call, so it is pulled exactly as far as demand reaches.
 
@@ -107,6 +108,12 @@ class Source(Generic[T]):
         §1.2, §2.9, §2.10). A pull source that cannot know without pulling returns False.
         """
         return False
+
+    def interrupt(self) -> None:
+        """Cancel arrived while a producer holds the emitter lease: stop producing now if
+        that can be done from any thread (dispose an upstream subscription). Unlike the other
+        methods, called on the cancelling thread, concurrently with the producer; ``close()``
+        still follows, from the drain. Must be thread-safe; does nothing by default."""
 
     def close(self) -> None:
         """Release what the source holds (close a generator, cancel upstream). Called once."""
@@ -286,15 +293,27 @@ class DrainSubscription(Generic[T]):
         self._schedule()
 
     def cancel(self) -> None:
-        """Stop emission and release the source; idempotent and thread-safe (§3.5, §3.7)."""
+        """Stop emission and release the source; idempotent and thread-safe (§3.5, §3.7).
+
+        When a producer holds the emitter lease, the lessee does the rest at its next element
+        or release; ``Source.interrupt()`` is called here at once, so an upstream that can be
+        stopped from any thread (an Rx subscription to dispose) stops now, not at the next
+        element of a producer that may be blocked between two (§3.12).
+        """
         with self._lock:
             if self._cancelled:  # §3.7
                 return
             self._cancelled = True
             self._wip += 1
-            if self._wip != 1:
-                return
-        self._schedule()  # the drain releases the source, so close() never races poll()
+            drain = self._wip == 1
+            leased = self._source if not drain and self._lessee is not None else None
+        if drain:
+            self._schedule()  # the drain releases the source, so close() never races poll()
+        elif leased is not None:
+            try:
+                leased.interrupt()
+            except Exception as exc:
+                report_dropped(exc, where="interrupting a source after cancel")
 
     def wake(self) -> None:
         """Tell the drain that the source has news (an element, or its end)."""

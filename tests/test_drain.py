@@ -669,6 +669,7 @@ class LeaseSource(DrainSource[T]):
         self.leases = 0
         self.fallbacks = 0
         self.most_buffered = 0
+        self.interrupts: list[int] = []
         self.wake: Callable[[], None] = lambda: None
         self.drain: DrainSubscription[T] | None = None
         self.emit: Callable[[T], None] = self._fallback
@@ -723,6 +724,9 @@ class LeaseSource(DrainSource[T]):
         self.closes += 1
         self.done = True
 
+    def interrupt(self) -> None:
+        self.interrupts.append(threading.get_ident())
+
 
 def leased(
     subscriber: RecordingSubscriber[T] | None = None, policy: DrainPolicy = INLINE
@@ -751,6 +755,22 @@ class TestEmitterLease:
         assert drain.demand == 0
         assert sub.signal_threads == {threading.get_ident()}
         sub.assert_no_violations()
+
+    def test_spec312_cancel_under_a_lease_interrupts_the_source_at_once(self) -> None:
+        """§3.12: cancel from another thread while the producer holds the lease between two
+        elements: Source.interrupt() runs at once, on the cancelling thread, exactly once;
+        close() follows when the producer lets the drain run. Without a lease, no interrupt."""
+        source, drain, sub = leased(RecordingSubscriber(10))
+        source.push(0)  # the producer now holds the lease, idle between two elements
+        canceller = threading.Thread(target=lambda: (drain.cancel(), drain.cancel()))
+        canceller.start()
+        canceller.join(5)
+        assert source.interrupts == [canceller.ident] and source.closes == 0
+        source.finish()  # the producer returns the lease: the drain closes the source
+        assert source.closes == 1 and sub.elements == [0] and not sub.is_terminated
+        idle_source, idle_drain, _ = leased(RecordingSubscriber(10))
+        idle_drain.cancel()  # no lease held: the drain closes at once, nothing to interrupt
+        assert idle_source.interrupts == [] and idle_source.closes == 1
 
     def test_spec101_credit_never_exceeds_demand(self) -> None:
         """§1.1: the credit is the demand: beyond it elements are buffered, not delivered."""

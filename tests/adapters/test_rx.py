@@ -314,6 +314,25 @@ class TestBlockLease:
         gc.collect()
         assert ref() is None  # §3.13
 
+    def test_cancel_disposes_at_once_a_source_waiting_between_two_elements(
+        self, leases: list[int]
+    ) -> None:
+        """§3.12: the owned thread holds the lease while the source waits (a 10 s timer on its
+        trampoline) for its next element: cancel from another thread disposes the Rx
+        subscription at once, without waiting for an element that may never come."""
+        from reactivex.scheduler import CurrentThreadScheduler
+
+        disposed = threading.Event()
+        slow = reactivex.timer(10.0, scheduler=CurrentThreadScheduler.singleton()).pipe(
+            ops.start_with(-1), ops.finally_action(disposed.set)
+        )
+        sub: RecordingSubscriber[int] = RecordingSubscriber(5)
+        from_observable(slow).subscribe(sub)
+        assert sub.await_count(1) == [-1] and len(leases) == 1  # then the timer waits
+        sub.cancel()
+        assert disposed.wait(5)  # not 10 s later, at the timer's next element
+        assert sub.elements == [-1] and not sub.is_terminated
+
     def test_request_from_another_thread_while_the_emitter_waits(
         self, leases: list[int]
     ) -> None:
