@@ -83,6 +83,14 @@ _ON_LOOP: Final = (
 )
 
 
+_FEEDBACK: Final = (
+    "from_observable(overflow='block'): the Observable emitted from inside the subscriber's "
+    "on_next (a feedback loop) while the buffer of buffer_size={} elements was full; waiting "
+    "for room there would wait for itself; use a larger buffer_size, overflow='latest' (or "
+    "'drop', 'buffer'), or emit from another thread"
+)
+
+
 def _nothing() -> None:
     pass
 
@@ -224,9 +232,13 @@ class _ObservableSource(_BufferSource[T]):
             ):
                 self._emit(element)  # under the lease: straight to the subscriber
                 return
-            if len(queue) >= self._buffer_size and not self._wait_for_room():
-                self._stop_if_owned()  # cancelled while waiting
-                return
+            if len(queue) >= self._buffer_size:
+                if subscription is not None and subscription.delivering_here():
+                    self._fail(RuntimeError(_FEEDBACK.format(self._buffer_size)))
+                    return  # the subscriber that would make room is up this thread's stack
+                if not self._wait_for_room():
+                    self._stop_if_owned()  # cancelled while waiting
+                    return
         elif strategy is Overflow.ERROR:
             subscription = self.subscription
             demand = subscription.demand if subscription is not None else 0

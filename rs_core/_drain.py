@@ -229,6 +229,7 @@ class DrainSubscription(Generic[T]):
         "_credit",
         "_demand",
         "_done",
+        "_drainer",
         "_deliver",
         "_fallback",
         "_lessee",
@@ -259,6 +260,7 @@ class DrainSubscription(Generic[T]):
         # and during each delivery under it (so a reentrant push takes the regular path).
         self._lessee: int | None = None
         self._credit = 0
+        self._drainer = 0  # the id of the thread running the drain loop, while it runs
         self._fallback: Callable[[T], None] = _refuse
         self._deliver: Callable[[T], None] = subscriber.on_next  # the lessee's, bound once
         source.bind(self.wake)
@@ -330,6 +332,14 @@ class DrainSubscription(Generic[T]):
         Includes a lessee's credit, except while it is delivering an element."""
         with self._lock:
             return add_cap(self._demand, self._credit)
+
+    def delivering_here(self) -> bool:
+        """True when called on the thread that is delivering this subscription's signals right
+        now (the drain loop, or a producer under the emitter lease): from inside the
+        subscriber's ``on_next``, say. Whatever waits there for the subscriber to make
+        progress waits for itself: a source uses this to fail instead of deadlocking."""
+        me = get_ident()
+        return self._drainer == me or self._lessee == me
 
     @property
     def is_cancelled(self) -> bool:
@@ -507,6 +517,13 @@ class DrainSubscription(Generic[T]):
                 _close(source)
 
     def _drain(self) -> None:
+        self._drainer = get_ident()
+        try:
+            self._drain_loop()
+        finally:
+            self._drainer = 0
+
+    def _drain_loop(self) -> None:
         missed = 1
         batch = self._policy.batch
         while True:

@@ -672,6 +672,25 @@ def test_rx_completion_and_error_follow_the_buffered_elements() -> None:
         assert sub.elements == [0, 1] and sub.error is failure, strategy
 
 
+def test_block_feedback_from_on_next_fails_instead_of_deadlocking() -> None:
+    """block: a subscriber that pushes back into its hot Subject from on_next, beyond
+    buffer_size, would wait for room on its own stack: the stream fails with a clear error
+    instead (after the buffered elements), and the emitting call returns."""
+    subject: Subject[int] = Subject()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+    sub.on_next_hook = lambda x: [subject.on_next(i) for i in range(1, 6)] if x == 0 else None
+    from_observable(subject, buffer_size=2).subscribe(sub)
+    emitter = threading.Thread(target=subject.on_next, args=(0,), daemon=True)
+    emitter.start()
+    emitter.join(5)
+    assert not emitter.is_alive()  # no deadlock
+    sub.request(10)
+    sub.await_terminal()
+    assert sub.elements == [0, 1, 2]
+    assert isinstance(sub.error, RuntimeError) and "feedback loop" in str(sub.error)
+    assert "buffer_size=2" in str(sub.error)
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_cancel_disposes_the_rx_subscription(strategy: str) -> None:
     """Every strategy: cancel removes the adapter's observer from a hot Subject."""
