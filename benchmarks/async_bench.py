@@ -62,7 +62,7 @@ def _aioreactive(n: int) -> int:
     return asyncio.run(main())
 
 
-def run(n: int = 100_000, repeats: int = 3) -> list[Result]:
+def run(n: int = 100_000, repeats: int = 7) -> list[Result]:
     results = [
         compare(
             "from_async_iterable -> to_async_iterator",

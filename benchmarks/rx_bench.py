@@ -132,7 +132,7 @@ def peak_memory(items: int, buffer_size: int = 256) -> Result:
     )
 
 
-def run(n: int = 300_000, repeats: int = 3, mem_items: int = 200_000) -> list[Result]:
+def run(n: int = 300_000, repeats: int = 7, mem_items: int = 200_000) -> list[Result]:
     """The rx benchmarks: ``n`` elements per throughput run; ``mem_items`` pushes for the
     memory line (tracemalloc makes each push several times slower: a few seconds for 200k)."""
     return [
