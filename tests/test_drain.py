@@ -657,33 +657,29 @@ def test_on_loop_closing_mid_stream_is_cancellation(caplog: pytest.LogCaptureFix
 # -- the emitter lease -------------------------------------------------------------------------
 
 
-class LeaseSource(DrainSource[T]):
+class LeaseSource(PushSource[T]):
     """A single-producer push source that delivers under the drain's emitter lease when it can
-    (the shape of ``from_observable(block)`` on its own thread); counts what took which path."""
+    (the shape of ``from_observable(block)`` on its own thread); counts what took which path.
+    Its buffer is exposed as ``queue``, as the lease requires (the drain then pops it fused)."""
 
     def __init__(self) -> None:
-        self.queue: deque[T] = deque()
-        self.done = False
-        self.error: Exception | None = None
-        self.closes = 0
+        super().__init__()
+        self.queue: deque[T] = self.queue_
         self.leases = 0
         self.fallbacks = 0
         self.most_buffered = 0
         self.interrupts: list[int] = []
-        self.wake: Callable[[], None] = lambda: None
         self.drain: DrainSubscription[T] | None = None
         self.emit: Callable[[T], None] = self._fallback
-
-    def bind(self, wake: Callable[[], None]) -> None:
-        self.wake = wake
 
     def attach(self, drain: DrainSubscription[T]) -> None:
         self.drain = drain
         self.emit = drain.emitter(self._fallback)
 
-    def push(self, element: T) -> None:
+    def push(self, *elements: T) -> None:
         """The producer's call: what Rx's ``on_next`` is in the adapter."""
-        self.emit(element)
+        for element in elements:
+            self.emit(element)
 
     def _fallback(self, element: T) -> None:
         self.fallbacks += 1
@@ -701,24 +697,9 @@ class LeaseSource(DrainSource[T]):
         self.wake()
 
     def finish(self, error: Exception | None = None) -> None:
-        self.error = error
-        self.done = True
-        self.wake()
+        super().finish(error)
         assert self.drain is not None
         self.drain.release_lease()
-
-    def poll(self) -> Any:
-        done = self.done
-        if self.queue:
-            return self.queue.popleft()
-        if done:
-            if self.error is not None:
-                raise self.error
-            return END
-        return EMPTY
-
-    def at_end(self) -> bool:
-        return self.done and not self.queue
 
     def close(self) -> None:
         self.closes += 1

@@ -298,17 +298,8 @@ class TestBlockLease:
         """§3.12/§3.13: cancel from another thread while an infinite cold source is delivered
         under a lease: it stops (at most one more element arrives after cancel returned),
         the generator is closed, the owned thread ends, the subscriber is let go."""
-        before = _owned_threads()
-        gen = _Counted()
-        sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
-        from_observable(reactivex.from_iterable(gen)).subscribe(sub)
-        sub.await_count(2000)
-        sub.cancel()
-        at_return = len(sub.elements)
-        assert gen.closed.wait(5)
-        _owned_thread_ends(before)
-        assert len(sub.elements) - at_return <= 1
-        assert sub.elements == list(range(len(sub.elements))) and leases
+        sub = _cancel_a_cold_lease_after(2000)
+        assert leases
         ref = weakref.ref(sub)
         del sub
         gc.collect()
@@ -458,19 +449,26 @@ class TestBlockLease:
         sub.assert_no_violations()
 
 
-def _race_cancel_cold_lease_once() -> None:
+def _cancel_a_cold_lease_after(count: int) -> RecordingSubscriber[int]:
+    """Cancel, from this thread, an infinite cold source delivered under a lease once
+    ``count`` elements arrived: it stops (at most one element after cancel returned), the
+    generator is closed and the owned thread ends."""
     before = _owned_threads()
     gen = _Counted()
     sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
     from_observable(reactivex.from_iterable(gen)).subscribe(sub)
-    sub.await_count(1)
+    sub.await_count(count)
     sub.cancel()
     at_return = len(sub.elements)
     assert gen.closed.wait(5)
     _owned_thread_ends(before)
     assert len(sub.elements) - at_return <= 1
     assert sub.elements == list(range(len(sub.elements)))
-    sub.assert_no_violations()
+    return sub
+
+
+def _race_cancel_cold_lease_once() -> None:
+    _cancel_a_cold_lease_after(1).assert_no_violations()
 
 
 @pytest.mark.stress
