@@ -17,7 +17,7 @@ from typing import Generic, TypeVar
 from rs_core._subscription import require_element, require_error, require_subscription
 from rs_core.api import Subscription
 
-__all__ = ["RecordingSubscriber"]
+__all__ = ["RecordingSubscriber", "race"]
 
 T = TypeVar("T")
 
@@ -221,3 +221,28 @@ class RecordingSubscriber(Generic[T]):
             self._depth -= 1
             if self._depth == 0:
                 self._in_signal = False
+
+
+def race(*actions: Callable[[], object], timeout: float = 10.0) -> None:
+    """Run each action on a thread of its own, all released at once by a barrier (as
+    reactor-test's RaceTestUtils does); re-raise the first exception an action raised, and
+    fail if one still runs after ``timeout`` seconds (a deadlock, not a slow machine)."""
+    barrier = threading.Barrier(len(actions))
+    errors: list[Exception] = []
+
+    def run(action: Callable[[], object]) -> None:
+        try:
+            barrier.wait(timeout)
+            action()
+        except Exception as exc:  # surfaced to the test below, on its own thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(action,), daemon=True) for action in actions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+        if thread.is_alive():
+            raise AssertionError(f"race(): an action still runs after {timeout}s")
+    if errors:
+        raise errors[0]

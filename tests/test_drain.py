@@ -20,7 +20,7 @@ from adapters.iterables import from_iterable
 from rs_core import UNBOUNDED, IllegalRequestError, publish_on
 from rs_core._drain import EMPTY, END, INLINE, DrainPolicy, DrainSubscription, OnExecutor, OnLoop
 from rs_core._drain import Source as DrainSource
-from rs_core.testing import RecordingSubscriber
+from rs_core.testing import RecordingSubscriber, race
 
 T = TypeVar("T")
 
@@ -1006,11 +1006,9 @@ class TestEmitterLease:
 
 def _race_cancel_during_a_lease_once() -> None:
     source, drain, sub = leased(RecordingSubscriber(UNBOUNDED))
-    barrier = threading.Barrier(2)
     seen_at_return = -1
 
     def produce() -> None:
-        barrier.wait(5)
         for i in itertools.count():
             if source.closes:
                 return
@@ -1018,17 +1016,11 @@ def _race_cancel_during_a_lease_once() -> None:
 
     def cancel() -> None:
         nonlocal seen_at_return
-        barrier.wait(5)
         sub.await_count(50)
         drain.cancel()
         seen_at_return = len(sub.elements)
 
-    threads = [threading.Thread(target=produce), threading.Thread(target=cancel)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(10)
-        assert not thread.is_alive()
+    race(produce, cancel)
     assert source.closes == 1 and drain.is_cancelled
     assert len(sub.elements) - seen_at_return <= 1  # at most one element (the next) after it
     assert sub.elements == list(range(len(sub.elements)))
@@ -1046,26 +1038,18 @@ def test_spec312_cancel_from_another_thread_during_a_fast_lease() -> None:
 def _race_requests_during_a_lease_once() -> None:
     sub: RecordingSubscriber[int] = RecordingSubscriber(1)
     source, drain, _ = leased(sub)
-    barrier = threading.Barrier(2)
     n = 500
 
     def produce() -> None:
-        barrier.wait(5)
         for i in range(n):
             source.push(i)
         source.finish()
 
     def requests() -> None:
-        barrier.wait(5)
         for _ in range(n):
             sub.request(1)
 
-    threads = [threading.Thread(target=produce), threading.Thread(target=requests)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(10)
-        assert not thread.is_alive()
+    race(produce, requests)
     sub.await_terminal()
     assert sub.elements == list(range(n)) and sub.completed
     sub.assert_no_violations()  # §1.1 and §1.3, checked by the recorder

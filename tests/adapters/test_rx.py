@@ -32,7 +32,7 @@ from rs_core import (
     checked,
 )
 from rs_core._drain import DrainSubscription
-from rs_core.testing import RecordingSubscriber
+from rs_core.testing import RecordingSubscriber, race
 
 STRATEGIES = ["block", "buffer", "drop", "latest", "error"]
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "rx_pipeline.py"
@@ -483,17 +483,7 @@ def test_cancel_racing_a_cold_lease() -> None:
 def _race_requests_cold_lease_once() -> None:
     sub: RecordingSubscriber[int] = RecordingSubscriber(1)
     checked(from_observable(reactivex.from_iterable(range(2000)), buffer_size=8)).subscribe(sub)
-    barrier = threading.Barrier(2)
-
-    def requests() -> None:
-        barrier.wait(5)
-        for _ in range(200):
-            sub.request(10)
-
-    requester = threading.Thread(target=requests)
-    requester.start()
-    barrier.wait(5)
-    requester.join(10)
+    race(lambda: [sub.request(10) for _ in range(200)])
     sub.await_terminal()
     assert sub.error is None and sub.completed and sub.elements == list(range(2000))
     sub.assert_no_violations()
@@ -668,6 +658,31 @@ def test_rx_completion_and_error_follow_the_buffered_elements() -> None:
         assert not sub.is_terminated
         sub.request(1)
         assert sub.elements == [0, 1] and sub.error is failure, strategy
+
+
+@pytest.mark.stress
+@pytest.mark.parametrize("overflow", ["block", "latest"])
+def test_hot_pushes_racing_requests_never_stall(overflow: str) -> None:
+    """A push that finds the buffer non-empty wakes no drain pass; racing request(1)s from
+    another thread (20 rounds) still never leave an element behind: block delivers every
+    one in order, latest delivers the newest (demand covers all the pushes)."""
+    for _ in range(20):
+        subject: Subject[int] = Subject()
+        sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+        from_observable(subject, overflow=overflow, buffer_size=4).subscribe(sub)
+        n = 2000
+        race(
+            lambda: [subject.on_next(i) for i in range(n)],  # noqa: B023
+            lambda: [sub.request(1) for _ in range(n)],  # noqa: B023
+        )
+        sub.await_condition(
+            lambda: bool(sub.elements) and sub.elements[-1] == n - 1,  # noqa: B023
+            what="the last pushed element",
+        )
+        assert sub.elements == sorted(set(sub.elements))
+        if overflow == "block":
+            assert sub.elements == list(range(n))
+        sub.assert_no_violations()
 
 
 def test_block_feedback_from_on_next_fails_instead_of_deadlocking() -> None:
@@ -1056,18 +1071,7 @@ def _race_cold_block_once() -> None:
     gen = _Counted()
     sub: RecordingSubscriber[int] = RecordingSubscriber(0)
     from_observable(reactivex.from_iterable(gen), buffer_size=2).subscribe(sub)
-    barrier = threading.Barrier(2)
-
-    def requests() -> None:
-        barrier.wait(5)
-        for _ in range(50):
-            sub.request(1)
-
-    t = threading.Thread(target=requests)
-    t.start()
-    barrier.wait(5)
-    sub.cancel()
-    t.join(5)
+    race(lambda: [sub.request(1) for _ in range(50)], sub.cancel)
     for thread in _owned_threads() - before:
         thread.join(5)
         assert not thread.is_alive()
