@@ -120,8 +120,15 @@ class _BufferSource(Source[T]):
         self._wake = wake
 
     def push(self, element: T) -> None:
-        self._items.append(element)
-        self._wake()
+        items = self._items
+        items.append(element)
+        if len(items) == 1:
+            # Wake only on empty -> non-empty: the drain stops only when it has seen the
+            # buffer empty (the push that refills it wakes it) or the demand met (the next
+            # request drains). Rx's on_next calls are serial (one producer at a time; the
+            # producer's own LATEST pop only ever makes room). A push behind a slow
+            # subscriber then costs no drain pass.
+            self._wake()
 
     def finish(self, error: Exception | None) -> None:
         if self._done:
