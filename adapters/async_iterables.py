@@ -1,8 +1,8 @@
 """Async iterables and Reactive Streams, both directions.
 
-- ``from_async_iterable``: a pull source. One unit of demand starts one ``__anext__`` (never more
-  than one in flight), so an async generator runs only as far as demand reaches; nothing is
-  buffered beyond the one element fetched for the demand that asked for it.
+- ``from_async_iterable``: a pull source. One unit of demand allows one ``__anext__`` (never more
+  than one in flight), so an async generator runs only as far as demand reaches; what it
+  fetched waits (never more than the demand) until the pump yields to the loop.
 - ``to_async_iterator``: ``async for`` over any Publisher; at most ``prefetch`` elements are
   requested ahead of consumption, ``limit`` (75%) re-requested as they are consumed.
 - Signals of ``from_async_iterable`` arrive on its event loop (``on_subscribe`` on the thread
