@@ -106,12 +106,13 @@ def _dispose(disposable: DisposableBase | None) -> None:
 class _BufferSource(Source[T]):
     """A deque the Rx side fills and the drain empties (fused: the drain pops it directly)."""
 
-    __slots__ = ("_done", "_error", "_items", "_wake", "queue", "replenish_every")
+    __slots__ = ("_done", "_error", "_items", "_wake", "queue", "replenish_every", "shared_pops")
 
     def __init__(self) -> None:
         self._items: deque[T] = deque()
         self.queue: deque[T] | None = self._items
         self.replenish_every = 1
+        self.shared_pops = False
         self._done = False
         self._error: Exception | None = None
         self._wake: Callable[[], None] = _nothing
@@ -200,6 +201,7 @@ class _ObservableSource(_BufferSource[T]):
         self._publisher = publisher
         self._observable = publisher._observable
         self._strategy = publisher._strategy
+        self.shared_pops = publisher._strategy is Overflow.LATEST  # the oldest gives way
         self._buffer_size = publisher._buffer_size
         self._on_drop = publisher._on_drop
         self._cond = threading.Condition()

@@ -78,6 +78,9 @@ class Source(Generic[T]):
 
     queue: deque[T] | None = None
     replenish_every: int = 0
+    shared_pops: bool = False
+    """True when something besides the drain pops ``queue`` (a buffer whose producer drops
+    the oldest): the drain then never moves it in one batch, it pops one element at a time."""
 
     def consumed(self, n: int) -> None:
         """A fused source's ``n`` elements were delivered (only called when ``queue`` is set)."""
@@ -626,7 +629,7 @@ class DrainSubscription(Generic[T]):
         call per element) and tell it ``consumed(n)`` every ``source.replenish_every``
         elements, so it can request more upstream; -1 once terminated."""
         sink = self._sink
-        if sink is not None:
+        if sink is not None and not source.shared_pops:
             return self._move_queued(source, queue, sink, limit)
         emitted = 0
         pending = 0
@@ -660,7 +663,7 @@ class DrainSubscription(Generic[T]):
     ) -> int:
         """Queue to fused queue: what is queued (up to ``limit``, §1.1) moves in one C-speed
         ``extend``; the elements are already there, so batching delays none of them."""
-        n = len(queue)  # we are its only consumer: at least n stay until we pop them
+        n = len(queue)  # we are its only consumer (not shared_pops): n stay until we pop them
         if n > limit:
             n = limit
         if n == 0:
