@@ -39,7 +39,8 @@ T = TypeVar("T")
 
 _NOTHING: Final = _Marker("NOTHING")
 _BURST: Final = 1024
-"""The most elements a pump fetches before it yields to the loop (the drain's batch size)."""
+"""The most elements one pump task fetches (the drain's batch size): a source that never
+suspends lets the loop run between two pump tasks."""
 
 _TASKS: Final[set[asyncio.Task[Any]]] = set()
 """Strong references to the shutdown tasks this module starts (the loop holds tasks weakly)."""
@@ -109,15 +110,16 @@ class _AsyncIteratorSource(Source[T]):
 
     A fused queue source: the pump appends what it fetched to ``queue`` and the drain pops
     it. When the queue runs dry with demand unmet, the drain calls ``want(n)``: the pump may
-    fetch ``n`` more (less the one ``__anext__`` in flight), starting a pump task if none
-    runs. So at most one ``__anext__`` is in flight and none runs ahead of demand (§1.1,
-    §3.10). The pump wakes the drain with ``call_soon`` once per burst, not per element:
-    an iterator that never suspends is fetched a whole burst before it is delivered, one
-    that awaits I/O has each element delivered at the next loop iteration. The pump ends
-    when its budget runs out, so an abandoned idle subscription leaves no pending task
-    behind; while it runs, ``_TASKS`` holds it. Every ``__anext__`` runs in the
-    subscription's one ``contextvars`` context. Every method but ``close`` runs on the loop;
-    ``close`` runs elsewhere only once the loop is closed.
+    fetch ``n`` more (less the one ``__anext__`` in flight, and at most ``_BURST`` per task,
+    so a source that never suspends lets the loop run), starting a pump task if none runs.
+    So at most one ``__anext__`` is in flight and none runs ahead of demand (§1.1, §3.10).
+    The pump wakes the drain with ``call_soon`` once per burst, not per element: an
+    iterator that never suspends is fetched a whole burst before it is delivered, one that
+    awaits I/O has each element delivered at the next loop iteration. The pump ends when
+    its budget runs out, so an abandoned idle subscription leaves no pending task behind;
+    while it runs, ``_TASKS`` holds it. Every ``__anext__`` runs in the subscription's one
+    ``contextvars`` context. Every method but ``close`` runs on the loop; ``close`` runs
+    elsewhere only once the loop is closed.
     """
 
     __slots__ = (
@@ -158,9 +160,11 @@ class _AsyncIteratorSource(Source[T]):
     def want(self, n: int) -> None:
         # The queue is empty, so everything fetched was delivered: only an __anext__ in
         # flight counts against the unmet demand. This runs on the loop, so a pump that
-        # exists is suspended: at its __anext__, unless idle (not started, or yielding).
+        # exists is suspended: at its __anext__, unless idle (not started yet).
         in_flight = self._pump is not None and not self._idle
         budget = n - 1 if in_flight else n
+        if budget > _BURST:  # a pump that never suspends ends after a burst: the loop
+            budget = _BURST  # runs, and the next want() starts the next pump
         self._budget = budget
         if budget > 0 and self._pump is None and self._outcome is _NOTHING:
             if self._iterator is not None:
@@ -192,7 +196,6 @@ class _AsyncIteratorSource(Source[T]):
             return
         append = self.queue.append
         self._idle = False
-        burst = 0
         try:
             # ``async for`` is the cheapest way to await __anext__; it is left (never
             # closing the iterator) as soon as the budget is spent, so no __anext__ runs
@@ -206,15 +209,9 @@ class _AsyncIteratorSource(Source[T]):
                 self._budget -= 1  # before any await: want() computes from it
                 if self._waking is None:  # once per burst: the drain takes all that came
                     self._waking = self._loop.call_soon(self._wake_drain)
-                burst += 1
-                if burst == _BURST:  # an iterator that never suspends: let the loop run
-                    burst = 0  # (the drain among others) every _BURST elements
-                    self._idle = True
-                    await asyncio.sleep(0)
-                    self._idle = False
                 if self._budget <= 0:  # the burst ends here: deliver it now, not one
                     self._pump = None  # loop iteration later (a want() it causes starts
-                    self._wake_now()  # a fresh pump)
+                    self._wake_now()  # a fresh pump, which runs after the loop's turn)
                     return
         except Exception as exc:  # §1.4: a failing source becomes on_error
             self._finish(_Failure(exc))
