@@ -20,7 +20,8 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
-from itertools import islice
+from itertools import islice, repeat
+from operator import is_
 from threading import get_ident
 from typing import Any, Final, Generic, TypeVar, final
 
@@ -78,6 +79,10 @@ class Source(Generic[T]):
 
     queue: deque[T] | None = None
     replenish_every: int = 0
+    in_memory: bool = False
+    """True when ``values()`` iterates elements already in memory (a list, a range): pulling
+    never blocks, so the drain may copy a chunk of them into a fused sink at once (C speed)
+    before its consumer sees any, without holding back an element that is slow to come."""
     shared_pops: bool = False
     """True when something besides the drain pops ``queue`` (a buffer whose producer drops
     the oldest): the drain then never moves it in one batch, it pops one element at a time."""
@@ -589,6 +594,8 @@ class DrainSubscription(Generic[T]):
         """Emit up to ``limit`` elements pulled one ``poll()`` each; -1 once terminated."""
         emitted = 0
         sink = self._sink
+        if sink is not None and source.in_memory:
+            return self._copy_values(subscriber, source, sink, limit)
         filled = sink.sink if sink is not None else None
         on_next = subscriber.on_next if filled is None else filled.append  # fused: C speed
         # islice stops the source's iterator after ``limit`` pulls, so it is never pulled
@@ -620,6 +627,44 @@ class DrainSubscription(Generic[T]):
         if emitted != limit:  # the loop ended on END (§1.5)
             self._terminate(subscriber, source, None)
             return -1
+        return emitted
+
+    def _copy_values(
+        self, subscriber: Subscriber[T], source: Source[T], sink: QueueSink[T], limit: int
+    ) -> int:
+        """In-memory values to a fused queue: up to ``limit`` (§1.1) are pulled a chunk at a
+        time into a list and moved with one ``extend`` each, no Python call per element. The
+        end (§1.5), a failing iterator (§1.4) and ``None`` (§2.13) terminate after the
+        elements before them, as on the element-wise path; -1 once terminated."""
+        values = source.values()
+        filled = sink.sink
+        emitted = 0
+        while emitted != limit:
+            size = min(limit - emitted, _CHUNK)
+            chunk: list[T] = []
+            error: Exception | None = None
+            try:
+                chunk.extend(islice(values, size))  # keeps what came before an exception
+            except Exception as exc:  # §1.4
+                error = exc
+            if any(map(is_, chunk, repeat(None))):  # §2.13; `is`, never an element's __eq__
+                del chunk[[value is None for value in chunk].index(True) :]
+                error = TypeError("§2.13: a source produced None")
+            if chunk:
+                try:
+                    filled.extend(chunk)
+                    if len(filled) <= len(chunk):  # it was empty, or emptied meanwhile
+                        sink.sink_filled()
+                except Exception as exc:  # §2.13
+                    self._subscriber_failed(source, exc)
+                    return -1
+                emitted += len(chunk)
+                if self._cancelled:  # §3.12
+                    self._stop_cancelled(source)
+                    return -1
+            if error is not None or len(chunk) != size:  # failed, or the end (§1.5)
+                self._terminate(subscriber, source, error)
+                return -1
         return emitted
 
     def _emit_queued(
@@ -727,6 +772,10 @@ class DrainSubscription(Generic[T]):
             self._deliver = _dropped
             self._done = True
         return subscriber, source
+
+
+_CHUNK: Final = 1024
+"""The most in-memory elements :meth:`DrainSubscription._copy_values` moves in one go."""
 
 
 def _dropped(element: Any) -> None:

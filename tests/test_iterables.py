@@ -394,12 +394,158 @@ def test_fused_first_element_is_not_held_back_by_a_slow_source(on_next_calls: li
     assert on_next_calls == []
 
 
-def test_fused_none_from_the_source_is_type_error() -> None:
-    """None pulled by a fused drain fails the stream after the elements before it."""
-    iterator = to_iterator(from_iterable([1, None, 3]))  # type: ignore[list-item]
+@pytest.mark.parametrize("kind", ["list (copied in chunks)", "generator (element-wise)"])
+def test_fused_none_from_the_source_is_type_error(kind: str) -> None:
+    """None pulled by a fused drain fails the stream after the elements before it, whether
+    the source is copied a chunk at a time or pulled element by element."""
+    values: list[int | None] = [1, None, 3]
+    source = values if kind.startswith("list") else (value for value in values)
+    iterator = to_iterator(from_iterable(source))
     assert next(iterator) == 1
     with pytest.raises(TypeError, match="2.13"):
         next(iterator)
+
+
+# -- in-memory sources: copied into a fused queue a chunk at a time ----------------------------
+
+
+class _Numbers:
+    """A user-defined iterator: it may block, so it is never copied in chunks."""
+
+    def __init__(self) -> None:
+        self.i = 0
+
+    def __iter__(self) -> _Numbers:
+        return self
+
+    def __next__(self) -> int:
+        self.i += 1
+        return self.i
+
+
+class _Sequence:
+    """A user-defined sequence: ``reversed()`` over it calls its ``__getitem__``."""
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+
+@pytest.mark.parametrize(
+    ("source", "in_memory"),
+    [
+        ([1], True),
+        ((1,), True),
+        (range(3), True),
+        (range(2**65), True),
+        ("ab", True),
+        (b"ab", True),
+        ({1: 2}, True),
+        ({1: 2}.items(), True),
+        ({1}, True),
+        (reversed([1]), True),
+        ((i for i in range(3)), False),
+        (map(int, "12"), False),
+        (_Numbers(), False),
+        (reversed(range(3)), True),  # a range_iterator
+        (reversed(_Sequence()), False),  # `reversed` over any __getitem__, which may block
+    ],
+    ids=lambda value: type(value).__name__ if not isinstance(value, bool) else str(value),
+)
+def test_in_memory_sources_are_recognised_by_their_iterator_type(
+    source: Any, in_memory: bool
+) -> None:
+    """Only builtin containers' iterators count as in memory (never slow); a generator, a
+    map or a user iterator, which may block between elements, keep the element-wise path."""
+    from rs_core.publishers._iterable import _IteratorSource
+
+    assert _IteratorSource(iter(source)).in_memory is in_memory
+
+
+@pytest.mark.parametrize("prefetch", [1, 16, 3000])
+def test_in_memory_source_is_pulled_only_as_far_as_prefetch(
+    prefetch: int, on_next_calls: list[int]
+) -> None:
+    """A list iterator copied in chunks is still pulled exactly as far as demand reaches: its
+    remaining length shows no look-ahead beyond prefetch, across the 1024-element chunks."""
+    import operator
+
+    values = list(range(5000))
+    items = iter(values)
+    consumed = 0
+    for element in to_iterator(from_iterable(items), prefetch=prefetch):
+        assert element == consumed
+        consumed += 1
+        pulled = len(values) - operator.length_hint(items)
+        assert pulled - consumed <= prefetch
+        if consumed == 1:  # the first window came whole, across chunks of 1024
+            assert pulled >= min(prefetch, len(values))
+    assert consumed == len(values) and on_next_calls == []
+
+
+@pytest.mark.parametrize("at", [0, 5, 1023, 1024, 2500])
+def test_in_memory_none_fails_after_the_elements_before_it(at: int) -> None:
+    """None at any position, including either side of a chunk boundary, fails the stream
+    with TypeError after exactly the elements before it."""
+    values: list[int | None] = list(range(3000))
+    values[at] = None
+    received: list[int | None] = []
+    with pytest.raises(TypeError, match="2.13"):
+        for element in to_iterator(from_iterable(values), prefetch=4096):
+            received.append(element)
+    assert received == values[:at]
+
+
+def test_in_memory_iteration_error_comes_after_the_elements_before_it() -> None:
+    """A dict that changes size while it is iterated: the elements pulled before the
+    iterator raised are delivered, then its RuntimeError is raised at the loop (§1.4)."""
+    table = {i: i for i in range(10)}
+    received: list[int] = []
+    with pytest.raises(RuntimeError, match="changed size"):
+        for key in to_iterator(from_iterable(table), prefetch=4):
+            received.append(key)
+            if key == 1:
+                table[100] = 100  # the next chunk's first pull raises
+    assert received == [0, 1, 2, 3]
+
+
+def test_in_memory_source_across_threads_keeps_order_and_bounds(on_next_calls: list[int]) -> None:
+    """A list on one executor, publish_on to another, into to_iterator: chunks move queue to
+    queue, every element arrives in order, and the list iterator is never further ahead of
+    the loop than the two windows together."""
+    import operator
+
+    values = list(range(20_000))
+    items = iter(values)
+    consumed = 0
+    with ThreadPoolExecutor(1) as producer, ThreadPoolExecutor(1) as consumer:
+        boundary = publish_on(from_iterable(items, executor=producer), consumer, prefetch=32)
+        for element in to_iterator(boundary, prefetch=16):
+            assert element == consumed
+            consumed += 1
+            assert len(values) - operator.length_hint(items) - consumed <= 32 + 16
+    assert consumed == len(values) and on_next_calls == []
+
+
+@pytest.mark.stress
+def test_in_memory_close_while_the_producer_copies() -> None:
+    """close() while a drain on another thread copies chunks: next() stops at once, never
+    yielding an element copied after the close, and the copying stops with it."""
+    import operator
+
+    with ThreadPoolExecutor(1) as pool:
+        for _ in range(200):
+            items = iter(range(10**6))
+            iterator = to_iterator(from_iterable(items, executor=pool), prefetch=2048)
+            for _ in range(50):
+                next(iterator)
+            iterator.close()
+            with pytest.raises(StopIteration):
+                next(iterator)
+            pool.submit(lambda: None).result()  # the drain's task, if any, is over
+            assert operator.length_hint(items) >= 10**6 - 2048 - 1536
 
 
 @pytest.mark.stress

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator
 from functools import partial
 from types import GeneratorType
-from typing import Generic, TypeVar, final
+from typing import Final, Generic, TypeVar, final
 
 from rs_core._drain import END, INLINE, DrainPolicy, DrainSubscription, Source
 from rs_core._subscription import OneShot, reject, require_subscriber
@@ -16,14 +17,38 @@ __all__ = ["IterablePublisher"]
 T = TypeVar("T")
 
 
+_IN_MEMORY: Final = frozenset(
+    type(iter(container))
+    for container in (
+        [],
+        (),
+        range(0),
+        range(2**64),
+        "",
+        "\u00e9",
+        b"",
+        bytearray(),
+        set(),
+        frozenset(),
+        {},
+        {}.values(),
+        {}.items(),
+        reversed([]),
+        deque(),
+    )
+)
+"""The iterator types of builtin containers: their elements are in memory, never slow."""
+
+
 @final
 class _IteratorSource(Source[T]):
     """One ``next()`` per unit of demand; ``close()`` closes a generator so ``finally`` runs."""
 
-    __slots__ = ("_iterator", "poll")
+    __slots__ = ("_iterator", "in_memory", "poll")
 
     def __init__(self, iterator: Iterator[T]) -> None:
         self._iterator: Iterator[T] | None = iterator
+        self.in_memory = type(iterator) in _IN_MEMORY  # by what iterates, not what was given
         self.poll = partial(next, iterator, END)  # type: ignore[method-assign]
 
     def values(self) -> Iterator[T]:
