@@ -636,7 +636,7 @@ class DrainSubscription(Generic[T]):
         time into a list and moved with one ``extend`` each, no Python call per element. The
         end (§1.5), a failing iterator (§1.4) and ``None`` (§2.13) terminate after the
         elements before them, as on the element-wise path; -1 once terminated."""
-        values = source.values()
+        values = source.values()  # an in-memory iterator: never EMPTY, END or _Marker
         filled = sink.sink
         emitted = 0
         while emitted != limit:
@@ -644,7 +644,7 @@ class DrainSubscription(Generic[T]):
             chunk: list[T] = []
             error: Exception | None = None
             try:
-                chunk.extend(islice(values, size))  # keeps what came before an exception
+                chunk.extend(islice(values, size))  # type: ignore[arg-type]  # keeps what came before an exception
             except Exception as exc:  # §1.4
                 error = exc
             if any(map(is_, chunk, repeat(None))):  # §2.13; `is`, never an element's __eq__

@@ -17,26 +17,24 @@ __all__ = ["IterablePublisher"]
 T = TypeVar("T")
 
 
-_IN_MEMORY: Final = frozenset(
-    type(iter(container))
-    for container in (
-        [],
-        (),
-        range(0),
-        range(2**64),
-        "",
-        "\u00e9",
-        b"",
-        bytearray(),
-        set(),
-        frozenset(),
-        {},
-        {}.values(),
-        {}.items(),
-        reversed([]),
-        deque(),
-    )
+_CONTAINERS: Final[tuple[Iterable[object], ...]] = (
+    [],
+    (),
+    range(0),
+    range(2**64),
+    "",
+    "\u00e9",
+    b"",
+    bytearray(),
+    set(),
+    frozenset(),
+    {},
+    {}.values(),
+    {}.items(),
+    reversed([]),
+    deque(),
 )
+_IN_MEMORY: Final = frozenset(type(iter(container)) for container in _CONTAINERS)
 """The iterator types of builtin containers: their elements are in memory, never slow."""
 
 
