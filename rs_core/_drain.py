@@ -671,36 +671,37 @@ class DrainSubscription(Generic[T]):
         self, subscriber: Subscriber[T], source: Source[T], queue: deque[T], limit: int
     ) -> int:
         """The fused path for a queue-backed source: pop straight from its deque (no ``poll``
-        call per element) and tell it ``consumed(n)`` every ``source.replenish_every``
-        elements, so it can request more upstream; -1 once terminated."""
+        call per element) and tell it ``consumed(n)`` at least every
+        ``source.replenish_every`` elements, so it can request more upstream; -1 once
+        terminated. The elements queued when a round starts are popped by a C iterator."""
         sink = self._sink
-        if sink is not None and not source.shared_pops:
+        shared = source.shared_pops
+        if sink is not None and not shared:
             return self._move_queued(source, queue, sink, limit)
         emitted = 0
-        pending = 0
-        every = source.replenish_every
-        popleft = queue.popleft
+        every = source.replenish_every or limit
+        take = iter(queue.popleft, None)  # None is never an element
         on_next = subscriber.on_next
         while emitted != limit:
+            # We are the only consumer, so the n queued now stay until we pop them; a queue
+            # its producer also pops (shared) may empty under us: one element at a time.
+            n = 1 if shared else min(len(queue), limit - emitted, every)
+            if not n:
+                break  # empty: the source wakes the drain when it has more
             try:
-                value = popleft()
-            except IndexError:  # empty: the source wakes the drain when it has more
+                for value in islice(take, n):
+                    try:
+                        on_next(value)
+                    except Exception as exc:  # §2.13
+                        self._subscriber_failed(source, exc)
+                        return -1
+                    if self._cancelled:  # §3.12
+                        self._stop_cancelled(source)
+                        return -1
+            except IndexError:  # a shared queue was empty
                 break
-            try:
-                on_next(value)
-            except Exception as exc:  # §2.13
-                self._subscriber_failed(source, exc)
-                return -1
-            emitted += 1
-            if self._cancelled:  # §3.12
-                self._stop_cancelled(source)
-                return -1
-            pending += 1
-            if pending == every:
-                pending = 0
-                source.consumed(every)
-        if pending:
-            source.consumed(pending)
+            emitted += n
+            source.consumed(n)
         return emitted
 
     def _move_queued(
