@@ -20,7 +20,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
-from itertools import islice, repeat
+from itertools import islice, repeat, starmap
 from operator import is_
 from threading import get_ident
 from typing import Any, Final, Generic, TypeVar, final
@@ -102,12 +102,15 @@ class Source(Generic[T]):
         raise NotImplementedError
 
     def values(self) -> Iterator[T | _Marker]:
-        """``poll()`` as an iterator that stops at ``END``: what the drain's loop iterates.
+        """What the drain's loop iterates: ``poll()`` called endlessly (the loop stops at
+        ``EMPTY`` or ``END``), or an iterator that stops by itself.
 
         A source backed by a plain iterator may return that iterator itself (the loop then
-        runs at C speed); the drain never pulls it beyond demand (it slices it).
+        runs at C speed); the drain never pulls it beyond demand (it slices it). Never
+        ``iter(poll, END)``: that compares every element with ``==``, which a numpy array or
+        a DataFrame answers with an array, or an error.
         """
-        return iter(self.poll, END)
+        return starmap(self.poll, repeat(()))
 
     def at_end(self) -> bool:
         """True when ``poll`` would return ``END`` or raise without producing an element.
@@ -600,6 +603,7 @@ class DrainSubscription(Generic[T]):
         on_next = subscriber.on_next if filled is None else filled.append  # fused: C speed
         # islice stops the source's iterator after ``limit`` pulls, so it is never pulled
         # beyond demand (§1.1); the loop ends early on EMPTY, or at END / StopIteration.
+        # Markers are told apart by identity, never by an element's __eq__.
         values = source.values()
         if limit != UNBOUNDED:
             values = islice(values, limit)
@@ -607,6 +611,8 @@ class DrainSubscription(Generic[T]):
             for value in values:
                 if value is EMPTY:
                     return emitted
+                if value is END:
+                    break
                 if value is None:
                     self._terminate(subscriber, source, TypeError("§2.13: a source produced None"))
                     return -1
@@ -643,8 +649,8 @@ class DrainSubscription(Generic[T]):
             size = min(limit - emitted, _CHUNK)
             chunk: list[T] = []
             error: Exception | None = None
-            try:
-                chunk.extend(islice(values, size))  # type: ignore[arg-type]  # keeps what came before an exception
+            try:  # list.extend keeps what came before an exception
+                chunk.extend(islice(values, size))  # type: ignore[arg-type]
             except Exception as exc:  # §1.4
                 error = exc
             if any(map(is_, chunk, repeat(None))):  # §2.13; `is`, never an element's __eq__
@@ -680,7 +686,6 @@ class DrainSubscription(Generic[T]):
             return self._move_queued(source, queue, sink, limit)
         emitted = 0
         every = source.replenish_every or limit
-        take = iter(queue.popleft, None)  # None is never an element
         on_next = subscriber.on_next
         while emitted != limit:
             # We are the only consumer, so the n queued now stay until we pop them; a queue
@@ -689,7 +694,7 @@ class DrainSubscription(Generic[T]):
             if not n:
                 break  # empty: the source wakes the drain when it has more
             try:
-                for value in islice(take, n):
+                for value in map(deque.popleft, repeat(queue, n)):  # no __eq__, unlike iter()
                     try:
                         on_next(value)
                     except Exception as exc:  # §2.13
@@ -716,7 +721,7 @@ class DrainSubscription(Generic[T]):
             return 0
         filled = sink.sink
         try:
-            filled.extend(islice(iter(queue.popleft, None), n))  # None is never an element
+            filled.extend(map(deque.popleft, repeat(queue, n)))  # n pops, no element compared
             if len(filled) <= n:  # it was empty, or emptied meanwhile: wake its consumer
                 sink.sink_filled()
         except Exception as exc:  # §2.13

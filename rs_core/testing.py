@@ -17,9 +17,30 @@ from typing import Generic, TypeVar
 from rs_core._subscription import require_element, require_error, require_subscription
 from rs_core.api import Subscription
 
-__all__ = ["RecordingSubscriber", "race"]
+__all__ = ["Incomparable", "RecordingSubscriber", "race"]
 
 T = TypeVar("T")
+
+
+class Incomparable:
+    """An element that refuses ``==``, as a numpy array or a DataFrame does (their ``==``
+    answers with an array, whose truth is an error). A publisher must pass elements along
+    without comparing them: one that tests ``element == marker`` (``iter(f, sentinel)``,
+    ``x in queue``) fails with these. ``value`` tells them apart in assertions."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        raise ValueError("Incomparable: an element was compared with ==")
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Incomparable({self.value})"
+
 
 
 class RecordingSubscriber(Generic[T]):

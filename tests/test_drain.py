@@ -20,7 +20,7 @@ from adapters.iterables import from_iterable
 from rs_core import UNBOUNDED, IllegalRequestError, publish_on
 from rs_core._drain import EMPTY, END, INLINE, DrainPolicy, DrainSubscription, OnExecutor, OnLoop
 from rs_core._drain import Source as DrainSource
-from rs_core.testing import RecordingSubscriber, race
+from rs_core.testing import Incomparable, RecordingSubscriber, race
 
 T = TypeVar("T")
 
@@ -1098,3 +1098,17 @@ def test_spec101_requests_from_another_thread_racing_a_lease() -> None:
     requests one at a time (100 rounds): never more than requested, serial, in order."""
     for _ in range(100):
         _race_requests_during_a_lease_once()
+
+
+@pytest.mark.parametrize("end_known", [False, True])
+def test_a_polled_source_s_elements_are_never_compared_with_its_markers(end_known: bool) -> None:
+    """The drain tells EMPTY and END from elements by identity: elements whose == raises
+    (numpy arrays, DataFrames) pass a poll()-based source whole, in order, then the end."""
+    items = [Incomparable(i) for i in range(20)]
+    _, sub = start(PullSource(items, end_known=end_known))
+    sub.request(7)
+    sub.request(UNBOUNDED)
+    sub.await_terminal()
+    assert [element.value for element in sub.elements] == list(range(20))
+    assert sub.completed
+    sub.assert_no_violations()

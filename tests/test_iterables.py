@@ -7,7 +7,7 @@ import gc
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -15,7 +15,7 @@ import pytest
 
 from adapters.iterables import from_iterable, to_iterator
 from rs_core import UNBOUNDED, Publisher, Subscriber, Subscription, publish_on
-from rs_core.testing import RecordingSubscriber
+from rs_core.testing import Incomparable, RecordingSubscriber
 
 # -- helpers ------------------------------------------------------------------------------------
 
@@ -576,6 +576,57 @@ def test_fused_queue_to_queue_keeps_order_and_bounds(on_next_calls: list[int]) -
             consumed += 1
             assert counting.pulled - consumed <= 32 + 16
     assert consumed == 5000 and on_next_calls == []
+
+
+# -- elements are passed along, never compared ---------------------------------------------------
+
+
+def _generated(items: list[Incomparable]) -> Iterator[Incomparable]:
+    yield from items
+
+
+_ITERATOR_PATHS: dict[str, Callable[[list[Incomparable], ThreadPoolExecutor], Iterator[Any]]] = {
+    "list -> to_iterator (chunk copy)": lambda items, pool: to_iterator(
+        from_iterable(items), prefetch=8
+    ),
+    "generator -> to_iterator (fused append)": lambda items, pool: to_iterator(
+        from_iterable(_generated(items)), prefetch=8
+    ),
+    "publish_on -> to_iterator (queue to queue)": lambda items, pool: to_iterator(
+        publish_on(from_iterable(_generated(items)), pool, prefetch=8), prefetch=4
+    ),
+}
+
+
+@pytest.mark.parametrize("path", list(_ITERATOR_PATHS))
+def test_elements_that_refuse_comparison_pass_every_fused_path(path: str) -> None:
+    """Elements whose == raises (as numpy arrays and DataFrames do in a boolean context)
+    arrive whole and in order through each fused path: no marker test compares them."""
+    items = [Incomparable(i) for i in range(50)]
+    with ThreadPoolExecutor(1) as pool:
+        received = list(_ITERATOR_PATHS[path](items, pool))
+    assert [element.value for element in received] == list(range(50))
+
+
+def test_elements_that_refuse_comparison_pass_publish_on_to_a_subscriber() -> None:
+    """publish_on's drain pops its queue for a plain subscriber without comparing elements."""
+    items = [Incomparable(i) for i in range(50)]
+    subscriber: RecordingSubscriber[Incomparable] = RecordingSubscriber(UNBOUNDED)
+    with ThreadPoolExecutor(1) as pool:
+        publish_on(from_iterable(_generated(items)), pool, prefetch=8).subscribe(subscriber)
+        subscriber.await_terminal()
+    assert [element.value for element in subscriber.elements] == list(range(50))
+    assert subscriber.completed
+
+
+def test_numpy_arrays_pass_publish_on_and_to_iterator() -> None:
+    """The case behind the rule above: numpy arrays through a thread boundary."""
+    numpy = pytest.importorskip("numpy")
+    arrays = [numpy.arange(i, i + 3) for i in range(20)]
+    with ThreadPoolExecutor(1) as pool:
+        received = list(to_iterator(publish_on(from_iterable(arrays), pool, prefetch=4)))
+    assert len(received) == 20
+    assert all((got == want).all() for got, want in zip(received, arrays, strict=True))
 
 
 def test_to_iterator_rejects_bad_arguments() -> None:

@@ -19,7 +19,7 @@ import pytest
 from adapters.async_iterables import from_async_iterable, to_async_iterator
 from adapters.iterables import from_iterable
 from rs_core import UNBOUNDED, OverflowViolation, Subscriber, checked, publish_on
-from rs_core.testing import RecordingSubscriber
+from rs_core.testing import Incomparable, RecordingSubscriber
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "async_pipeline.py"
 
@@ -786,6 +786,21 @@ async def test_pipeline_async_generator_to_async_iterator_same_loop() -> None:
         consumed += 1
     assert got == list(range(500))
     assert max(ahead) <= 10
+
+
+@pytest.mark.asyncio
+async def test_elements_that_refuse_comparison_pass_from_and_to_async() -> None:
+    """Elements whose == raises (numpy arrays, DataFrames): the pump's queue, the drain and
+    the iterator's window pass them whole and in order."""
+
+    async def gen() -> AsyncIterator[Incomparable]:
+        for i in range(300):
+            if i % 7 == 0:
+                await asyncio.sleep(0)
+            yield Incomparable(i)
+
+    got = [x.value async for x in to_async_iterator(from_async_iterable(gen()), prefetch=16)]
+    assert got == list(range(300))
 
 
 def test_example_runs(capsys: pytest.CaptureFixture[str]) -> None:

@@ -32,7 +32,7 @@ from rs_core import (
     checked,
 )
 from rs_core._drain import DrainSubscription
-from rs_core.testing import RecordingSubscriber, race
+from rs_core.testing import Incomparable, RecordingSubscriber, race
 
 STRATEGIES = ["block", "buffer", "drop", "latest", "error"]
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "rx_pipeline.py"
@@ -599,6 +599,30 @@ def test_latest_keeps_the_newest_and_reports_the_oldest() -> None:
     publisher, sub, _ = _hot("latest", 2, 10, 0, on_drop=seen.append)
     sub.request(5)
     assert sub.elements == [8, 9] and publisher.dropped == 8 and seen == list(range(8))
+
+
+@pytest.mark.parametrize("strategy", ["block", "buffer", "drop", "latest", "error"])
+def test_elements_that_refuse_comparison_pass_every_strategy(strategy: str) -> None:
+    """Elements whose == raises (numpy arrays, DataFrames) pass each strategy whole and in
+    order: hot pushes into the buffer, then the drain's pops and the end."""
+    subject: Subject[Incomparable] = Subject()
+    # error refuses an element without demand; the others buffer 3 of the 6 for later
+    sub: RecordingSubscriber[Incomparable] = RecordingSubscriber(6 if strategy == "error" else 3)
+    from_observable(subject, overflow=strategy, buffer_size=8).subscribe(sub)
+    for i in range(6):
+        subject.on_next(Incomparable(i))
+    subject.on_completed()
+    sub.request(10)
+    sub.await_terminal()
+    assert [element.value for element in sub.elements] == list(range(6)) and sub.completed
+
+
+def test_elements_that_refuse_comparison_pass_a_cold_block_source() -> None:
+    """block over a cold source (the owned thread, its lease and its buffer) into
+    to_iterator: every element whole, in order."""
+    items = [Incomparable(i) for i in range(300)]
+    received = list(to_iterator(from_observable(reactivex.from_iterable(items)), prefetch=16))
+    assert [element.value for element in received] == list(range(300))
 
 
 def test_a_raising_on_drop_callback_is_reported_not_raised() -> None:
