@@ -42,11 +42,14 @@ class FromObservableBlockVerification(PublisherVerification[int]):
 
 class FromObservableBlockOnRxThreadVerification(PublisherVerification[int]):
     """``block`` over an operator chain that emits on a thread of Rx's own
-    (``subscribe_on(NewThreadScheduler())``): the emitting thread is not the adapter's."""
+    (``from_iterable(..., scheduler=NewThreadScheduler())``): the emitting thread is not the
+    adapter's. Not ``subscribe_on``: RxPY learns the disposable of a synchronous source that
+    ``subscribe_on`` moved only once its loop returns, so cancel could not stop the TCK's
+    2**31-element publishers, whose threads would spin on after their tests."""
 
     def create_publisher(self, elements: int) -> Publisher[int]:
-        chain = reactivex.from_iterable(range(elements)).pipe(
-            ops.map(lambda x: x), ops.subscribe_on(NewThreadScheduler())
+        chain = reactivex.from_iterable(range(elements), scheduler=NewThreadScheduler()).pipe(
+            ops.map(lambda x: x)
         )
         return from_observable(chain, buffer_size=16)
 
