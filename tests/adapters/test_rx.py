@@ -8,6 +8,7 @@ import itertools
 import logging
 import runpy
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -623,6 +624,28 @@ def test_elements_that_refuse_comparison_pass_a_cold_block_source() -> None:
     items = [Incomparable(i) for i in range(300)]
     received = list(to_iterator(from_observable(reactivex.from_iterable(items)), prefetch=16))
     assert [element.value for element in received] == list(range(300))
+
+
+def test_cancel_ends_an_endless_source_that_emits_on_its_own_scheduler_thread() -> None:
+    """The way around RxPY's subscribe_on limit that docs/adapters.md gives: an endless
+    from_iterable given a NewThreadScheduler is disposed by cancel, and its thread ends
+    (with subscribe_on it would spin on)."""
+    threads: set[int] = set()
+
+    def mark(x: int) -> int:
+        threads.add(threading.get_ident())
+        return x
+
+    source = reactivex.from_iterable(itertools.count(), scheduler=NewThreadScheduler())
+    sub: RecordingSubscriber[int] = RecordingSubscriber(5)
+    from_observable(source.pipe(ops.map(mark)), buffer_size=4).subscribe(sub)
+    assert sub.await_count(5) == [0, 1, 2, 3, 4]
+    sub.cancel()
+    (emitter,) = threads
+    deadline = time.monotonic() + 10
+    while any(t.ident == emitter for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the Rx thread still runs after cancel"
+        time.sleep(0.01)
 
 
 def test_a_raising_on_drop_callback_is_reported_not_raised() -> None:
