@@ -677,9 +677,9 @@ class DrainSubscription(Generic[T]):
         self, subscriber: Subscriber[T], source: Source[T], queue: deque[T], limit: int
     ) -> int:
         """The fused path for a queue-backed source: pop straight from its deque (no ``poll``
-        call per element) and tell it ``consumed(n)`` at least every
-        ``source.replenish_every`` elements, so it can request more upstream; -1 once
-        terminated. The elements queued when a round starts are popped by a C iterator."""
+        call per element), in rounds of at most ``source.replenish_every`` elements popped
+        by a C iterator, telling it ``consumed(n)`` after each, so it can request more
+        upstream; -1 once terminated."""
         sink = self._sink
         shared = source.shared_pops
         if sink is not None and not shared:
