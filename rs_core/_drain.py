@@ -20,8 +20,9 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
-from itertools import islice, repeat, starmap
-from operator import is_
+from functools import partial
+from itertools import islice, repeat, starmap, takewhile
+from operator import is_, is_not
 from threading import get_ident
 from typing import Any, Final, Generic, TypeVar, final
 
@@ -102,15 +103,15 @@ class Source(Generic[T]):
         raise NotImplementedError
 
     def values(self) -> Iterator[T | _Marker]:
-        """What the drain's loop iterates: ``poll()`` called endlessly (the loop stops at
-        ``EMPTY`` or ``END``), or an iterator that stops by itself.
+        """``poll()`` as an iterator that stops at ``END``: what the drain's loop iterates
+        (it stops early at ``EMPTY``).
 
         A source backed by a plain iterator may return that iterator itself (the loop then
-        runs at C speed); the drain never pulls it beyond demand (it slices it). Never
-        ``iter(poll, END)``: that compares every element with ``==``, which a numpy array or
-        a DataFrame answers with an array, or an error.
+        runs at C speed); the drain never pulls it beyond demand (it slices it). ``END`` is
+        found by identity (``is_not``): ``iter(poll, END)`` would compare every element with
+        ``==``, which a numpy array or a DataFrame answers with an array, or an error.
         """
-        return starmap(self.poll, repeat(()))
+        return takewhile(partial(is_not, END), starmap(self.poll, repeat(())))
 
     def at_end(self) -> bool:
         """True when ``poll`` would return ``END`` or raise without producing an element.
@@ -603,7 +604,6 @@ class DrainSubscription(Generic[T]):
         on_next = subscriber.on_next if filled is None else filled.append  # fused: C speed
         # islice stops the source's iterator after ``limit`` pulls, so it is never pulled
         # beyond demand (§1.1); the loop ends early on EMPTY, or at END / StopIteration.
-        # Markers are told apart by identity, never by an element's __eq__.
         values = source.values()
         if limit != UNBOUNDED:
             values = islice(values, limit)
@@ -611,8 +611,6 @@ class DrainSubscription(Generic[T]):
             for value in values:
                 if value is EMPTY:
                     return emitted
-                if value is END:
-                    break
                 if value is None:
                     self._terminate(subscriber, source, TypeError("§2.13: a source produced None"))
                     return -1
