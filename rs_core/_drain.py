@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
 from functools import partial
 from itertools import islice, repeat, starmap, takewhile
@@ -641,7 +641,6 @@ class DrainSubscription(Generic[T]):
         end (§1.5), a failing iterator (§1.4) and ``None`` (§2.13) terminate after the
         elements before them, as on the element-wise path; -1 once terminated."""
         values = source.values()  # an in-memory iterator: never EMPTY, END or _Marker
-        filled = sink.sink
         emitted = 0
         while emitted != limit:
             size = min(limit - emitted, _CHUNK)
@@ -655,17 +654,9 @@ class DrainSubscription(Generic[T]):
                 del chunk[[value is None for value in chunk].index(True) :]
                 error = TypeError("§2.13: a source produced None")
             if chunk:
-                try:
-                    filled.extend(chunk)
-                    if len(filled) <= len(chunk):  # it was empty, or emptied meanwhile
-                        sink.sink_filled()
-                except Exception as exc:  # §2.13
-                    self._subscriber_failed(source, exc)
+                if not self._fill(source, sink, chunk, len(chunk)):
                     return -1
                 emitted += len(chunk)
-                if self._cancelled:  # §3.12
-                    self._stop_cancelled(source)
-                    return -1
             if error is not None or len(chunk) != size:  # failed, or the end (§1.5)
                 self._terminate(subscriber, source, error)
                 return -1
@@ -717,19 +708,26 @@ class DrainSubscription(Generic[T]):
             n = limit
         if n == 0:
             return 0
+        if not self._fill(source, sink, map(deque.popleft, repeat(queue, n)), n):  # no ==
+            return -1
+        source.consumed(n)
+        return n
+
+    def _fill(self, source: Source[T], sink: QueueSink[T], values: Iterable[T], n: int) -> bool:
+        """Append the ``n`` ``values`` to a fused sink in one ``extend`` and wake its consumer
+        if the sink was empty; False once terminated (§2.13, §3.12)."""
         filled = sink.sink
         try:
-            filled.extend(map(deque.popleft, repeat(queue, n)))  # n pops, no element compared
+            filled.extend(values)
             if len(filled) <= n:  # it was empty, or emptied meanwhile: wake its consumer
                 sink.sink_filled()
         except Exception as exc:  # §2.13
             self._subscriber_failed(source, exc)
-            return -1
+            return False
         if self._cancelled:  # §3.12
             self._stop_cancelled(source)
-            return -1
-        source.consumed(n)
-        return n
+            return False
+        return True
 
     def _stop_cancelled(self, source: Source[T]) -> None:
         """Cancelled during emission: release and close (§3.13). A fused sink is only ever
