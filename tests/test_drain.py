@@ -18,7 +18,16 @@ import pytest
 
 from adapters.iterables import from_iterable
 from rs_core import UNBOUNDED, IllegalRequestError, publish_on
-from rs_core._drain import EMPTY, END, INLINE, DrainPolicy, DrainSubscription, OnExecutor, OnLoop
+from rs_core._drain import (
+    EMPTY,
+    END,
+    INLINE,
+    DrainPolicy,
+    DrainSubscription,
+    OnExecutor,
+    OnLoop,
+    QueueSink,
+)
 from rs_core._drain import Source as DrainSource
 from rs_core.testing import Incomparable, RecordingSubscriber, race
 
@@ -691,6 +700,50 @@ def test_queue_to_queue_moves_a_batch_only_when_the_drain_pops_alone(
     assert calls == ([0, 1, 2, 3, 4] if shared_pops else [])
 
 
+class ClosingSink(QueueSink[int]):
+    """A fused sink whose consumer closes (cancel, then clear) when the first batch lands."""
+
+    def __init__(self, request: int) -> None:
+        self.sink: deque[int] = deque()
+        self.request = request
+        self.subscription: Any = None
+        self.closed = False
+        self.terminal: list[str] = []
+
+    def on_subscribe(self, subscription: Any) -> None:
+        self.subscription = subscription
+        subscription.request(self.request)
+
+    def on_next(self, element: int) -> None:
+        raise AssertionError("a fused sink is appended to, never called per element")
+
+    def on_error(self, error: Exception) -> None:
+        self.terminal.append(f"error {error!r}")
+
+    def on_complete(self) -> None:
+        self.terminal.append("complete")
+
+    def sink_filled(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.subscription.cancel()  # as PrefetchQueue.close(): cancel before clearing
+            self.sink.clear()
+
+
+def test_a_sink_closed_when_its_first_chunk_lands_gets_no_further_chunk() -> None:
+    """In-memory values copied in chunks: a close at the first chunk stops the copy there
+    (§3.12) and nothing copied stays in the sink (§3.13); the list is pulled no further."""
+    import operator
+
+    from rs_core.publishers._iterable import IterablePublisher
+
+    items = iter(list(range(5000)))
+    sink = ClosingSink(request=3000)
+    IterablePublisher(items).subscribe(sink)  # type: ignore[arg-type]
+    assert sink.closed and len(sink.sink) == 0 and sink.terminal == []
+    assert operator.length_hint(items) == 5000 - 1024  # one chunk, not the 3000 requested
+
+
 # -- the emitter lease -------------------------------------------------------------------------
 
 
@@ -1112,3 +1165,4 @@ def test_a_polled_source_s_elements_are_never_compared_with_its_markers(end_know
     assert [element.value for element in sub.elements] == list(range(20))
     assert sub.completed
     sub.assert_no_violations()
+
