@@ -1165,4 +1165,3 @@ def test_a_polled_source_s_elements_are_never_compared_with_its_markers(end_know
     assert [element.value for element in sub.elements] == list(range(20))
     assert sub.completed
     sub.assert_no_violations()
-
