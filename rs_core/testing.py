@@ -42,7 +42,6 @@ class Incomparable:
         return f"Incomparable({self.value})"
 
 
-
 class RecordingSubscriber(Generic[T]):
     """A Subscriber that records what it is told and requests only when the test says so.
 
@@ -172,9 +171,7 @@ class RecordingSubscriber(Generic[T]):
 
     def await_count(self, n: int, timeout: float = 5.0) -> list[T]:
         """Wait until ``n`` elements arrived or the stream ended; return the elements."""
-        self._await(
-            lambda: len(self.elements) >= n or self.is_terminated, timeout, f"{n} elements"
-        )
+        self._await(lambda: len(self.elements) >= n or self.is_terminated, timeout, f"{n} elements")
         return list(self.elements)
 
     def await_terminal(self, timeout: float = 5.0) -> None:
