@@ -152,6 +152,35 @@ def test_from_iterable_pulls_only_as_far_as_demand() -> None:
     sub.cancel()
 
 
+@pytest.mark.parametrize(
+    ("container", "empty"),
+    [([1, 2], []), ((1, 2), ()), (range(1, 3), range(0)), ({1: "a", 2: "b"}, {})],
+    ids=["list", "tuple", "range", "dict"],
+)
+def test_from_iterable_over_a_container_completes_right_after_the_last_element(
+    container: Any, empty: Any
+) -> None:
+    """A builtin container knows how many elements are left: request(2) over two elements
+    delivers both and completes at once (§1.2), and an empty one completes with no demand."""
+    sub: RecordingSubscriber[int] = RecordingSubscriber(2)
+    from_iterable(container).subscribe(sub)
+    assert sub.elements == [1, 2] and sub.completed
+    nothing: RecordingSubscriber[int] = RecordingSubscriber(0)
+    from_iterable(empty).subscribe(nothing)
+    assert nothing.elements == [] and nothing.completed
+
+
+def test_from_iterable_over_a_generator_finds_its_end_with_demand() -> None:
+    """A generator's end is only known by pulling it, and it is never pulled without demand:
+    request(2) over two elements delivers both; the next request completes."""
+    counting = Counting(2)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(2)
+    from_iterable(counting()).subscribe(sub)
+    assert sub.elements == [0, 1] and not sub.completed and counting.pulled == 2
+    sub.request(1)
+    assert sub.completed and sub.elements == [0, 1]
+
+
 def test_from_iterable_cancel_closes_the_generator() -> None:
     """§3.13: cancel close()s the generator, so its finally block runs."""
     counting = Counting()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Iterator
 from functools import partial
+from operator import length_hint
 from types import GeneratorType
 from typing import Final, Generic, TypeVar, final
 
@@ -52,6 +53,13 @@ class _IteratorSource(Source[T]):
     def values(self) -> Iterator[T]:
         assert self._iterator is not None
         return self._iterator  # the drain iterates it directly: one next() per unit of demand
+
+    def at_end(self) -> bool:
+        # A builtin container's iterator knows how many elements are left: the end is
+        # signalled right after the last element (§1.2), without waiting for demand to pull
+        # it. Any other iterator only finds its end by a next() made for demand.
+        iterator = self._iterator
+        return self.in_memory and iterator is not None and length_hint(iterator) == 0
 
     def close(self) -> None:
         iterator, self._iterator = self._iterator, None
