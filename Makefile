@@ -23,7 +23,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check rs_core adapters spark compat_matrix benchmarks tests
-	$(PY) -m mypy rs_core adapters spark
+	$(PY) -m mypy rs_core adapters spark compat_matrix benchmarks
 	$(PY) -m pytest $(PYTEST_ARGS)
 	$(MAKE) test-rx6
 

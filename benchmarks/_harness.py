@@ -28,7 +28,7 @@ class Result:
     def ratio(self) -> float | None:
         if self.baseline in (None, 0):
             return None
-        return self.ours / self.baseline  # type: ignore[operator]
+        return self.ours / self.baseline
 
     @property
     def met(self) -> bool | None:

@@ -47,7 +47,7 @@ def _versions() -> dict[str, str]:
 def _progress(total: int) -> Any:
     """A tqdm progress bar on stderr, or None without tqdm."""
     try:
-        from tqdm import tqdm
+        from tqdm import tqdm  # type: ignore[import-untyped]
 
         return tqdm(total=total, unit="test", desc="TCK", file=sys.stderr)
     except ImportError:  # pragma: no cover - tqdm is in the dev extra

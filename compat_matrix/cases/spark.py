@@ -86,7 +86,7 @@ class FromDataFrameRowsVerification(PublisherVerification[Any]):
         return from_dataframe(_frame(elements))
 
     def create_failed_publisher(self) -> Publisher[Any] | None:
-        return from_dataframe(_DataFrameOfAStoppedSession())  # type: ignore[arg-type]
+        return from_dataframe(_DataFrameOfAStoppedSession())  # type: ignore[call-overload, no-any-return]
 
 
 class FromDataFrameArrowVerification(FromDataFrameRowsVerification):
