@@ -561,7 +561,9 @@ def test_in_memory_source_across_threads_keeps_order_and_bounds(on_next_calls: l
 @pytest.mark.stress
 def test_in_memory_close_while_the_producer_copies() -> None:
     """close() while a drain on another thread copies chunks: next() stops at once, never
-    yielding an element copied after the close, and the copying stops with it."""
+    yielding an element copied after the close, and the list was never pulled beyond the
+    window. (That the copy itself stops at the close is pinned down deterministically by
+    test_drain's test_a_sink_closed_when_its_first_chunk_lands_gets_no_further_chunk.)"""
     import operator
 
     with ThreadPoolExecutor(1) as pool:

@@ -8,7 +8,6 @@ import itertools
 import logging
 import runpy
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -642,10 +641,10 @@ def test_cancel_ends_an_endless_source_that_emits_on_its_own_scheduler_thread() 
     assert sub.await_count(5) == [0, 1, 2, 3, 4]
     sub.cancel()
     (emitter,) = threads
-    deadline = time.monotonic() + 10
-    while any(t.ident == emitter for t in threading.enumerate()):
-        assert time.monotonic() < deadline, "the Rx thread still runs after cancel"
-        time.sleep(0.01)
+    for thread in threading.enumerate():
+        if thread.ident == emitter:
+            thread.join(10)
+            assert not thread.is_alive(), "the Rx thread still runs after cancel"
 
 
 def test_a_raising_on_drop_callback_is_reported_not_raised() -> None:
