@@ -522,11 +522,25 @@ class DrainSubscription(Generic[T]):
         try:
             policy.run(self._drain)
         except RuntimeError as exc:  # the loop is closed or the executor shut down
-            self._cancelled = True
+            with self._lock:
+                cancelled, self._cancelled = self._cancelled, True
             subscriber, source = self._release()
-            report_dropped(exc, where="the drain could not be scheduled; subscription cancelled")
             if source is not None:
                 _close(source)
+            if cancelled or subscriber is None:  # the subscriber cancelled: nobody to tell
+                report_dropped(exc, where="the drain could not be scheduled after cancel")
+                return
+            # §1.4: the publisher cannot go on; the subscriber hears why, here (this caller
+            # holds the WIP, so no other signal can overlap: §1.3).
+            error = RuntimeError(
+                f"the publisher's drain could not be scheduled ({exc}): its event loop is "
+                "closed or its executor shut down"
+            )
+            error.__cause__ = exc
+            try:
+                subscriber.on_error(error)
+            except Exception as failure:  # §2.13
+                report_dropped(failure, rule="2.13", where="on_error raised")
 
     def _drain(self) -> None:
         self._drainer = get_ident()

@@ -585,19 +585,37 @@ def test_on_executor_signals_on_the_executor_and_reschedules_batches_in_order() 
     sub.assert_no_violations()
 
 
-def test_on_executor_shut_down_is_cancellation(caplog: pytest.LogCaptureFixture) -> None:
-    """A shut-down executor is treated as cancellation: the source is closed, it is logged,
-    and nothing is signalled."""
+def test_on_executor_shut_down_fails_the_subscriber() -> None:
+    """A shut-down executor ends the subscription: the source is closed and the subscriber,
+    which did not cancel, gets on_error saying why (§1.4) instead of waiting forever."""
     pool = ThreadPoolExecutor(1)
     pool.shutdown()
     source = PullSource(range(10))
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
-        drain, sub = start(source, policy=OnExecutor(pool))
-        sub.request(5)
+    drain, sub = start(source, policy=OnExecutor(pool))
+    sub.request(5)  # returns normally (§3.16)
     assert drain.is_cancelled
     assert source.closes == 1
     assert sub.elements == []
-    assert not sub.is_terminated
+    assert isinstance(sub.error, RuntimeError)
+    assert "could not be scheduled" in str(sub.error)
+    assert isinstance(sub.error.__cause__, RuntimeError)  # the executor's own error
+    sub.assert_no_violations()
+
+
+def test_a_policy_that_fails_after_cancel_signals_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """cancel() whose drain cannot be scheduled: the source is still closed, the failure is
+    logged, and the subscriber, which cancelled, hears nothing (§3.6, §1.8)."""
+    loop = asyncio.new_event_loop()
+    source = PullSource(range(10))
+    drain, subscriber = start(source, policy=OnLoop(loop))
+    loop.run_until_complete(asyncio.sleep(0))  # the drain start() scheduled runs, goes idle
+    loop.close()
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        drain.cancel()
+    assert source.closes == 1
+    assert not subscriber.is_terminated
     assert any("could not be scheduled" in r.getMessage() for r in caplog.records)
 
 
@@ -629,23 +647,25 @@ def test_on_loop_signals_on_the_loop_thread(running_loop: asyncio.AbstractEventL
     sub.assert_no_violations()
 
 
-def test_on_loop_closed_is_cancellation(caplog: pytest.LogCaptureFixture) -> None:
-    """A closed loop is treated as cancellation: the source is closed, it is logged, and nothing
-    is signalled."""
+def test_on_loop_closed_fails_the_subscriber() -> None:
+    """A closed loop ends the subscription: the source is closed and the subscriber gets
+    on_error (§1.4), delivered on the thread that found the loop closed."""
     loop = asyncio.new_event_loop()
     loop.close()
     source = PullSource(range(10))
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
-        drain, sub = start(source, policy=OnLoop(loop))
-        sub.request(5)
+    drain, sub = start(source, policy=OnLoop(loop))
+    sub.request(5)
     assert drain.is_cancelled
     assert source.closes == 1
     assert sub.elements == []
-    assert any("could not be scheduled" in r.getMessage() for r in caplog.records)
+    assert isinstance(sub.error, RuntimeError)
+    assert "could not be scheduled" in str(sub.error)
+    sub.assert_no_violations()
 
 
-def test_on_loop_closing_mid_stream_is_cancellation(caplog: pytest.LogCaptureFixture) -> None:
-    """A loop closed after some elements: the next request cancels instead of raising."""
+def test_on_loop_closing_mid_stream_fails_the_subscriber() -> None:
+    """A loop closed after some elements: the next request returns normally (§3.16), and
+    the subscriber gets on_error after the elements it had, instead of waiting forever."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
@@ -656,11 +676,12 @@ def test_on_loop_closing_mid_stream_is_cancellation(caplog: pytest.LogCaptureFix
     loop.call_soon_threadsafe(loop.stop)
     thread.join(5)
     loop.close()
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
-        sub.request(3)  # returns normally (§3.16)
+    sub.request(3)  # returns normally (§3.16)
     assert drain.is_cancelled
     assert source.closes == 1
     assert sub.elements == [0, 1, 2]
+    assert isinstance(sub.error, RuntimeError)
+    sub.assert_no_violations()
 
 
 # -- fusion into a QueueSink ---------------------------------------------------------------------
