@@ -39,8 +39,9 @@ T = TypeVar("T")
 
 _NOTHING: Final = _Marker("NOTHING")
 _BURST: Final = 1024
-"""The most elements one pump task fetches (the drain's batch size): a source that never
-suspends lets the loop run between two pump tasks."""
+"""The most elements one pump task fetches (the drain's batch size), and about the most
+``to_async_iterator`` hands over without suspending: a source, or a consumer, that never
+suspends by itself still lets the loop's other tasks run this often."""
 
 _TASKS: Final[set[asyncio.Task[Any]]] = set()
 """Strong references to the shutdown tasks this module starts (the loop holds tasks weakly)."""
@@ -216,6 +217,20 @@ class _AsyncIteratorSource(Source[T]):
         except Exception as exc:  # §1.4: a failing source becomes on_error
             self._finish(_Failure(exc))
             return
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if self._iterator is None or (task is not None and task.cancelling()):
+                raise  # close() cancelled this pump, or the loop is shutting down
+            # The source itself raised it (it awaited something someone else cancelled):
+            # a failure like any other (§1.4), not a silent end of the pump.
+            error = RuntimeError(
+                "§1.4: the async iterator raised CancelledError while its subscription was "
+                "not cancelled (it awaited a task or future that was cancelled)"
+            )
+            error.__cause__ = exc
+            self._finish(_Failure(error))
+            return
+        self._exhausted = True  # ran to its end: nothing for aclose() to release
         self._finish(END)
 
     def _wake_drain(self) -> None:
@@ -231,7 +246,6 @@ class _AsyncIteratorSource(Source[T]):
             self._wake_drain()
 
     def _finish(self, outcome: _Marker | _Failure) -> None:
-        self._exhausted = True
         if self._iterator is None:
             return
         self._outcome = outcome
@@ -264,6 +278,28 @@ class _AsyncIteratorSource(Source[T]):
         if pump is not None and pump is not asyncio.current_task():
             pump.cancel()  # throws CancelledError into an __anext__ in flight, at its await
         _keep(self._loop.create_task(_shutdown(pump, aclose), context=self._context))
+
+
+@final
+class _SelfIterating(Generic[T]):
+    """An async iterator without ``__aiter__`` (``aiter()`` and ``async for`` accept one: an
+    iterable's ``__aiter__`` need only return something with ``__anext__``), given the
+    ``__aiter__`` the pump's own ``async for`` needs; every other attribute (``aclose``) is
+    the iterator's."""
+
+    __slots__ = ("_iterator",)
+
+    def __init__(self, iterator: Any) -> None:
+        self._iterator = iterator
+
+    def __aiter__(self) -> _SelfIterating[T]:
+        return self
+
+    def __anext__(self) -> Awaitable[T]:
+        return self._iterator.__anext__()  # type: ignore[no-any-return]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._iterator, name)
 
 
 @final
@@ -314,6 +350,8 @@ class AsyncIterablePublisher(Generic[T]):
         except Exception as exc:  # §1.4
             reject(subscriber, exc)
             return
+        if not hasattr(type(iterator), "__aiter__"):  # aiter() asks only for __anext__
+            iterator = _SelfIterating(iterator)
         source = _AsyncIteratorSource(iterator, loop, contextvars.copy_context())
         DrainSubscription(subscriber, source, LoopPolicy(loop)).start()
 
@@ -447,6 +485,7 @@ class AsyncPublisherIterator(Generic[T]):
         "_publisher",
         "_queue",
         "_open",
+        "_ran",
         "_signal",
         "_state",
     )
@@ -458,6 +497,7 @@ class AsyncPublisherIterator(Generic[T]):
         self._popleft = self._queue.queue.popleft
         self._every = self._queue.replenish_every
         self._pending = 0
+        self._ran = 0  # elements handed over since this task last suspended (per window)
         self._publisher: Publisher[T] | None = publisher
         self._loop: asyncio.AbstractEventLoop | None = None
         self._signal: _LoopSignal | None = None
@@ -500,8 +540,22 @@ class AsyncPublisherIterator(Generic[T]):
                 if self._pending == self._every:  # replenish: at most prefetch ahead
                     self._pending = 0
                     self._queue.consumed(self._every)
+                    self._ran += self._every
+                    if self._ran >= _BURST:
+                        await self._checkpoint()
                 return value
         return await self._next_slow()
+
+    async def _checkpoint(self) -> None:
+        """Let the loop run once: ``_BURST`` elements were handed over without this task
+        suspending (a synchronous publisher refills the queue inside ``consumed()``, so the
+        fast path alone would never suspend, and would starve the loop's other tasks)."""
+        self._ran = 0
+        try:
+            await asyncio.sleep(0)
+        except BaseException:  # CancelledError: as in _next_slow
+            self._close()
+            raise
 
     async def _next_slow(self) -> T:
         state = self._state
@@ -534,6 +588,7 @@ class AsyncPublisherIterator(Generic[T]):
             waiter = signal.arm()
             if waiter is None:
                 continue  # a signal arrived since clear(): look again
+            self._ran = 0
             try:
                 await waiter
             except BaseException:  # CancelledError: cancel the subscription, then re-raise

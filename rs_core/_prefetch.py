@@ -39,9 +39,10 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
     """A bounded queue that is an upstream Subscriber and a downstream Source.
 
     Upstream signals may come from any thread; ``poll``/``at_end``/``close`` are called by
-    one consumer at a time. The queue never holds more than ``prefetch`` elements: an upstream
-    that sends more than requested is cancelled and the consumer gets ``OverflowViolation``
-    (§1.1). ``close()`` cancels upstream (§3.12) and empties the queue (§3.13).
+    one consumer at a time. An upstream that sends one ``on_next`` more than it was asked
+    for in all is cancelled and the consumer gets ``OverflowViolation`` (§1.1), so the queue
+    never holds more than ``prefetch`` elements. ``close()`` cancels upstream (§3.12) and
+    empties the queue (§3.13).
 
     It is also a :class:`~rs_core._drain.QueueSink`: when the upstream is one of this
     project's drain publishers, the drain appends to the queue directly instead of calling
@@ -54,7 +55,9 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         "_lock",
         "_prefetch",
         "_queue",
+        "_received",
         "_replenisher",
+        "_requested",
         "_upstream",
         "_wake",
         "queue",
@@ -74,6 +77,10 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         self._done = False
         self._error: Exception | None = None
         self._wake: Callable[[], None] = _nothing
+        # §1.1, exactly: each total has one writer, and _requested grows before the
+        # request() that allows the elements, so on_next never sees it stale.
+        self._requested = 0  # the consumer's (and on_subscribe's)
+        self._received = 0  # the upstream's on_next (a fused upstream drain keeps §1.1 itself)
 
     @property
     def prefetch(self) -> int:
@@ -93,6 +100,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         if duplicate:  # §2.5, or closed before upstream subscribed
             subscription.cancel()
             return
+        self._requested = self._replenisher.prefetch
         subscription.request(self._replenisher.prefetch)
 
     def on_next(self, element: T) -> None:
@@ -100,14 +108,16 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             require_element(element)  # §2.13: raises TypeError
         if self._done:
             return  # §2.8: late elements after close
-        queue = self._queue
-        if len(queue) >= self._prefetch:  # §1.1
+        self._received += 1
+        if self._received > self._requested:  # §1.1
             self._fail_upstream(
                 OverflowViolation(
-                    f"§1.1: upstream signalled more on_next than the {self._prefetch} requested"
+                    f"§1.1: upstream signalled on_next number {self._received}, beyond the "
+                    f"{self._requested} requested in all (prefetch={self._prefetch})"
                 )
             )
             return
+        queue = self._queue
         queue.append(element)
         if len(queue) == 1:
             # Wake only on empty -> non-empty: a consumer stops only after seeing the queue
@@ -145,9 +155,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             element = queue.popleft()
             due = self._replenisher.consumed()
             if due:
-                upstream = self._upstream
-                if upstream is not None:
-                    upstream.request(due)
+                self._request(due)
             return element
         if done:
             if self._error is not None:
@@ -158,9 +166,13 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
     def consumed(self, n: int) -> None:
         due = self._replenisher.consumed(n)
         if due:
-            upstream = self._upstream
-            if upstream is not None:
-                upstream.request(due)
+            self._request(due)
+
+    def _request(self, due: int) -> None:
+        upstream = self._upstream
+        if upstream is not None:
+            self._requested += due  # before the request: see __init__
+            upstream.request(due)
 
     def at_end(self) -> bool:
         return self._done and not self._queue

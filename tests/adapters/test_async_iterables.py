@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import gc
+import itertools
 import logging
 import random
 import runpy
@@ -294,16 +295,112 @@ class TestFromAsyncIterable:
         sub.assert_no_violations()
 
     def test_none_element_becomes_type_error(self, loop: asyncio.AbstractEventLoop) -> None:
-        """None is never an element: yielding it ends the stream with on_error(TypeError)."""
+        """None is never an element: yielding it ends the stream with on_error(TypeError),
+        and the generator, left suspended at that yield, is aclose()d: its finally runs."""
+        cleaned = threading.Event()
 
         async def gen() -> AsyncIterator[int | None]:
-            yield 1
-            yield None
+            try:
+                yield 1
+                yield None
+                yield 2
+            finally:
+                cleaned.set()
 
         sub: RecordingSubscriber[int | None] = RecordingSubscriber(10)
         from_async_iterable(gen(), loop=loop).subscribe(sub)
         sub.await_terminal()
         assert sub.elements == [1] and isinstance(sub.error, TypeError)
+        assert cleaned.wait(5)
+
+    def test_a_failing_custom_iterator_is_still_aclosed(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """An iterator whose __anext__ raises has not ended by itself (a connection that
+        reset still holds its socket): after on_error, its aclose() runs (§3.13)."""
+
+        class Reset:
+            def __init__(self) -> None:
+                self.closed = threading.Event()
+
+            def __aiter__(self) -> Reset:
+                return self
+
+            async def __anext__(self) -> int:
+                raise ConnectionResetError("reset")
+
+            async def aclose(self) -> None:
+                self.closed.set()
+
+        source = Reset()
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+        from_async_iterable(source, loop=loop).subscribe(sub)
+        sub.await_terminal()
+        assert isinstance(sub.error, ConnectionResetError)
+        assert source.closed.wait(5)
+
+    def test_a_source_raising_cancelled_error_fails_the_stream(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """A source that raises CancelledError by itself (it awaited a task someone else
+        cancelled) fails the stream (§1.4) with an error that says so, instead of ending its
+        pump silently: the subscriber is not left waiting, and a later request does not turn
+        the failure into on_complete."""
+
+        async def gen() -> AsyncIterator[int]:
+            yield 1
+            other = asyncio.ensure_future(asyncio.sleep(10))
+            asyncio.get_running_loop().call_soon(other.cancel)
+            yield await other
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(2)
+        from_async_iterable(gen(), loop=loop).subscribe(sub)
+        sub.await_terminal()
+        assert sub.elements == [1]
+        assert isinstance(sub.error, RuntimeError) and "CancelledError" in str(sub.error)
+        assert isinstance(sub.error.__cause__, asyncio.CancelledError)
+        assert sub.subscription is not None
+        sub.subscription.request(1)
+        settle(loop)
+        assert not sub.completed
+        sub.assert_no_violations()
+
+    def test_an_iterator_without_aiter_is_accepted(self, loop: asyncio.AbstractEventLoop) -> None:
+        """An iterable's __aiter__ need only return something with __anext__ (aiter() and
+        async for accept that): so does from_async_iterable, aclose() included."""
+
+        class Bare:
+            def __init__(self) -> None:
+                self.left = 3
+                self.closed = threading.Event()
+
+            async def __anext__(self) -> int:
+                if not self.left:
+                    raise StopAsyncIteration
+                self.left -= 1
+                return self.left
+
+            async def aclose(self) -> None:
+                self.closed.set()
+
+        class Iterable:
+            def __init__(self) -> None:
+                self.iterator = Bare()
+
+            def __aiter__(self) -> Bare:
+                return self.iterator
+
+        whole: RecordingSubscriber[int] = RecordingSubscriber(10)
+        from_async_iterable(Iterable(), loop=loop).subscribe(whole)
+        whole.await_terminal()
+        assert whole.elements == [2, 1, 0] and whole.completed
+        cut: RecordingSubscriber[int] = RecordingSubscriber(1)
+        iterable = Iterable()
+        from_async_iterable(iterable, loop=loop).subscribe(cut)
+        cut.await_count(1)
+        assert cut.subscription is not None
+        cut.subscription.cancel()
+        assert iterable.iterator.closed.wait(5)
 
     def test_empty_source_completes_without_demand(self, loop: asyncio.AbstractEventLoop) -> None:
         """An empty source completes once polled; a failing __aiter__ fails at subscribe (§1.9)."""
@@ -579,6 +676,57 @@ class TestToAsyncIterator:
         assert got == ["late"] and ticks >= 100
 
     @pytest.mark.asyncio
+    async def test_a_synchronous_publisher_still_lets_the_loop_run(self) -> None:
+        """from_iterable refills the queue inside the consumer's replenishing request, so the
+        queue never runs dry and __anext__ never has to wait: it still lets the loop run about
+        every 1024 elements, so other tasks are not starved for the whole stream."""
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        before = ticks
+        count = 0
+        async for _ in to_async_iterator(from_iterable(range(20_000)), prefetch=256):
+            count += 1
+        after = ticks
+        task.cancel()
+        assert count == 20_000
+        assert after - before >= 20_000 // 1152 - 1  # a checkpoint per 6 windows of 192
+
+    @pytest.mark.asyncio
+    async def test_cancelled_at_a_checkpoint_cancels_the_subscription(self) -> None:
+        """A consuming task cancelled while __anext__ lets the loop run is cancelled like one
+        waiting for an element: the subscription is cancelled and the generator closed."""
+        closed = threading.Event()
+
+        def numbers() -> Iterator[int]:
+            try:
+                yield from itertools.count()
+            finally:
+                closed.set()
+
+        seen = 0
+
+        async def consume() -> None:
+            nonlocal seen
+            async for _ in to_async_iterator(from_iterable(numbers()), prefetch=256):
+                seen += 1
+
+        task = asyncio.create_task(consume())
+        while seen < 5000:
+            await asyncio.sleep(0)  # the consumer's checkpoints let this task run
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert closed.is_set()
+
+    @pytest.mark.asyncio
     async def test_break_cancels_the_subscription(self) -> None:
         """Leaving an async for with break cancels upstream at once (the iterator is dropped)."""
         pub = ManualPublisher()
@@ -689,6 +837,26 @@ class TestToAsyncIterator:
         with pytest.raises(OverflowViolation, match="§1.1"):
             async for _ in it:
                 pass
+
+    @pytest.mark.asyncio
+    async def test_overflow_is_caught_by_the_count_not_the_queue_length(self) -> None:
+        """§1.1 counts what was requested in all: once the consumer took 2 of the 4 (too few
+        to replenish), a 5th on_next fits in the queue but was never asked for. It is refused,
+        the upstream cancelled, and the error raised after the 4 requested elements."""
+        pub = ManualPublisher()
+        it = to_async_iterator(pub, prefetch=4)  # replenishes 3 at a time
+        await it.__aenter__()
+        assert pub.subscriber is not None
+        for i in range(4):
+            pub.subscriber.on_next(i)
+        got = [await it.__anext__(), await it.__anext__()]
+        assert pub.subscription.total == 4  # nothing re-requested yet
+        pub.subscriber.on_next(4)
+        assert pub.subscription.cancelled.is_set()
+        with pytest.raises(OverflowViolation, match="number 5, beyond the 4 requested"):
+            async for x in it:
+                got.append(x)
+        assert got == [0, 1, 2, 3]
 
     @pytest.mark.asyncio
     async def test_publisher_whose_subscribe_raises(self) -> None:
