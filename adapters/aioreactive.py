@@ -303,7 +303,19 @@ def from_async_observable(
 # -- to_async_observable --------------------------------------------------------------------
 
 
-async def _pump(iterator: AsyncPublisherIterator[T], observer: AsyncObserver[T]) -> None:
+@final
+class _Disposal:
+    """Set once the subscription is disposed: the observer then hears nothing more."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = False
+
+
+async def _pump(
+    iterator: AsyncPublisherIterator[T], observer: AsyncObserver[T], disposal: _Disposal
+) -> None:
     """Send each element and await its ``asend`` before taking the next one."""
     failure: Exception | None = None
     while True:
@@ -320,6 +332,8 @@ async def _pump(iterator: AsyncPublisherIterator[T], observer: AsyncObserver[T])
             await iterator.aclose()
             failure = exc
             break
+    if disposal.done:  # disposed from inside asend (take, first): the iterator ended because
+        return  # of it, which is no completion; the observer expects nothing more
     if failure is None:
         await observer.aclose()
     else:
@@ -357,11 +371,15 @@ class PublisherAsyncObservable(AsyncObservable[T], Generic[T]):
         )
         iterator = AsyncPublisherIterator(self._publisher, self._prefetch)
         await iterator.__aenter__()  # subscribes now, on this loop
+        disposal = _Disposal()
         task = _spawn(
-            asyncio.get_running_loop(), _pump(iterator, observer), "sending to an observer"
+            asyncio.get_running_loop(),
+            _pump(iterator, observer, disposal),
+            "sending to an observer",
         )
 
         async def dispose() -> None:
+            disposal.done = True
             task.cancel()
             await iterator.aclose()
 

@@ -489,6 +489,34 @@ class TestToAsyncObservable:
         assert not recorder.closed.is_set()
 
     @pytest.mark.asyncio
+    async def test_dispose_from_inside_asend_ends_the_signals(self) -> None:
+        """An observer that disposes from inside asend (as take or first do) hears nothing
+        after it: no aclose, as if the stream had completed, and no more asend."""
+        calls: list[object] = []
+        disposables: list[AsyncDisposable] = []
+
+        async def asend(value: int) -> None:
+            calls.append(value)
+            if value == 2:
+                await disposables[0].dispose_async()
+
+        async def athrow(error: Exception) -> None:
+            calls.append(error)
+
+        async def aclose() -> None:
+            calls.append("aclose")
+
+        source = from_iterable(range(100))
+        disposables.append(
+            await to_async_observable(source).subscribe_async(
+                AsyncAnonymousObserver(asend, athrow, aclose)
+            )
+        )
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert calls == [0, 1, 2]
+
+    @pytest.mark.asyncio
     async def test_error_reaches_athrow_after_elements(self) -> None:
         """The publisher's on_error becomes athrow, after the elements (asend)."""
 
