@@ -84,6 +84,26 @@ def stopped_session(df: Any) -> str | None:
     return None
 
 
+def check_read_options(mode: str, max_rows_per_batch: int | None) -> None:
+    """Refuse a bad ``mode`` or ``max_rows_per_batch`` at once (``from_dataframe``,
+    ``from_stream``), with the parameter's name: a bad one would otherwise drop every row
+    (a negative step) or fail the job much later.
+
+    Raises:
+        ValueError: ``mode`` is not ``"rows"`` or ``"arrow"``; ``max_rows_per_batch`` is
+            given for rows mode, or is not a positive int.
+    """
+    if mode not in ("rows", "arrow"):
+        raise ValueError(f"mode must be 'rows' or 'arrow', got {mode!r}")
+    if max_rows_per_batch is not None:
+        if mode != "arrow":
+            raise ValueError("max_rows_per_batch applies to mode='arrow' only")
+        if type(max_rows_per_batch) is not int or max_rows_per_batch <= 0:
+            raise ValueError(
+                f"max_rows_per_batch must be a positive int, got {max_rows_per_batch!r}"
+            )
+
+
 def cancel_later(fn: Any, *args: Any) -> None:
     """Run a Spark cancel call on the module's canceller thread: ``cancel()`` never blocks (§3.5).
 
@@ -199,8 +219,9 @@ class _ClassicReader(Reader):
             sock.close()
             raise _Interrupted()
         # A subscription abandoned without cancel is collected with its reader: close the
-        # socket then (the finalizer holds it), not whenever the collector reaches it.
-        self._finalizer = weakref.finalize(self, _close_quietly, sockfile, sock)
+        # socket then (the finalizer holds it), not whenever the collector reaches it, and
+        # stop the job a prefetch (or a read in progress) may still be running.
+        self._finalizer = weakref.finalize(self, _abandoned, sockfile, sock, sc, self.tags[0])
         stream = _serve(self, sockfile, sock, server, serializer)
         if schema is not None:
             stream = _decode(stream, schema, self._max_rows)
@@ -238,8 +259,9 @@ class _ClassicReader(Reader):
             close = getattr(iterator, "close", None)
             if close is not None:
                 close()  # the generator's finally closes the socket
-        if self._finalizer is not None:
-            self._finalizer()  # closes the socket even if the generator never started
+        detached = self._finalizer.detach() if self._finalizer is not None else None
+        if detached is not None:  # closes the socket even if the generator never started
+            _close_quietly(*detached[2][:2])  # (the jobs were cancelled above)
         if sc is not None and self._started:
             for tag in self.tags:
                 try:
@@ -306,6 +328,13 @@ def spark_error(exc: Exception) -> Exception:
     except Exception:  # the JVM may be gone: keep the original error
         pass
     return exc
+
+
+def _abandoned(sockfile: Any, sock: socket.socket, sc: Any, tag: str) -> None:
+    """A reader collected without ``close()``: release its socket and stop its jobs."""
+    _close_quietly(sockfile, sock)
+    cancel_later(sc.cancelJobsWithTag, tag)  # never on the collector's thread: it may be
+    # any thread, and a py4j call may block
 
 
 def _close_quietly(sockfile: Any, sock: socket.socket) -> None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar, final, 
 
 import pyarrow as pa
 
-from rs_core._demand import add_cap, produced
+from rs_core._demand import add_cap, check_request, produced
 from rs_core._drain import EMPTY, END, DrainSubscription, OnExecutor, Source, _Marker
 from rs_core._subscription import (
     CANCELLED,
@@ -40,7 +40,7 @@ from rs_core._subscription import (
 )
 from rs_core.api import Publisher, Subscriber, Subscription
 from rs_core.errors import OverflowViolation
-from spark._partitions import Mode, Reader, make_reader, stopped_session
+from spark._partitions import Mode, Reader, check_read_options, make_reader, stopped_session
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -57,8 +57,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-_MODES: Final = ("rows", "arrow")
 
 
 # -- DataFrame -> Publisher ------------------------------------------------------------------
@@ -111,18 +109,25 @@ class _DataFrameSource(Source[Any]):
 
 @final
 class _DataFrameSubscription:
-    """What the Subscriber holds: the drain's ``request``; ``cancel`` also interrupts Spark.
+    """What the Subscriber holds: the drain's ``request`` and ``cancel``, which also
+    interrupt Spark.
 
     ``cancel`` stops the running partition job at once, from the module's canceller thread,
-    instead of waiting for the subscription's thread to finish reading it (§3.5, §3.12).
+    instead of waiting for the subscription's thread to finish reading it (§3.5, §3.12). So
+    does a ``request(n <= 0)``: its ``on_error`` ends the stream (§3.9), and must not wait
+    for a partition that may take hours.
     """
 
-    __slots__ = ("_drain", "_reader", "request")
+    __slots__ = ("_drain", "_reader")
 
     def __init__(self, drain: DrainSubscription[Any], reader: Reader) -> None:
         self._drain = drain
         self._reader = reader
-        self.request = drain.request
+
+    def request(self, n: int) -> None:
+        if check_request(n) is not None:  # §3.9: the read in progress breaks; the drain
+            self._reader.interrupt()  # then delivers the error (EMPTY, never a fake end)
+        self._drain.request(n)
 
     def cancel(self) -> None:
         self._reader.interrupt()  # §3.5: non-blocking; idempotent
@@ -258,15 +263,7 @@ def from_dataframe(
         >>> from adapters.iterables import to_iterator
         >>> rows = list(to_iterator(from_dataframe(spark.range(3))))  # doctest: +SKIP
     """
-    if mode not in _MODES:
-        raise ValueError(f"mode must be 'rows' or 'arrow', got {mode!r}")
-    if max_rows_per_batch is not None:
-        if mode != "arrow":
-            raise ValueError("max_rows_per_batch applies to mode='arrow' only")
-        if type(max_rows_per_batch) is not int or max_rows_per_batch <= 0:
-            raise ValueError(
-                f"max_rows_per_batch must be a positive int, got {max_rows_per_batch!r}"
-            )
+    check_read_options(mode, max_rows_per_batch)
     if df is None:
         raise TypeError("from_dataframe() requires a DataFrame, got None")
     return DataFramePublisher(df, mode, bool(prefetch_partitions), max_rows_per_batch, job_tag)

@@ -23,12 +23,20 @@ import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, final
 
 from rs_core._drain import EMPTY, END, DrainSubscription, OnExecutor, Source, _Marker
 from rs_core._subscription import reject, require_subscriber
 from rs_core.api import Publisher, Subscriber, Subscription
-from spark._partitions import Mode, cancel_later, is_connect, make_reader, new_tag, spark_error
+from spark._partitions import (
+    Mode,
+    cancel_later,
+    check_read_options,
+    is_connect,
+    make_reader,
+    new_tag,
+    spark_error,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -36,8 +44,6 @@ if TYPE_CHECKING:
 __all__ = ["StreamPublisher", "from_stream"]
 
 T = TypeVar("T")
-
-_MODES: Final = ("rows", "arrow")
 
 
 class _Stopped(Exception):
@@ -349,12 +355,9 @@ def from_stream(
     Returns:
         A Publisher; each Subscriber starts its own query at its first ``request``.
     """
-    if mode not in _MODES:
-        raise ValueError(f"mode must be 'rows' or 'arrow', got {mode!r}")
+    check_read_options(mode, max_rows_per_batch)
     if type(buffer_size) is not int or buffer_size <= 0:
         raise ValueError(f"buffer_size must be a positive int, got {buffer_size!r}")
-    if max_rows_per_batch is not None and mode != "arrow":
-        raise ValueError("max_rows_per_batch applies to mode='arrow' only")
     if streaming_df is None:
         raise TypeError("from_stream() requires a streaming DataFrame, got None")
     if not is_connect(streaming_df) and not streaming_df.isStreaming:

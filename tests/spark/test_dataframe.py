@@ -4,6 +4,7 @@ cancellation, failures, threads, and a long-lived session across many subscripti
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import subprocess
 import sys
@@ -234,6 +235,47 @@ def test_cancel_stops_the_prefetched_partition_job(spark: Any) -> None:
     assert job_status(spark, prefetched) == "FAILED"
     wait_until(no_owned_threads, 30, "the owned thread to end")
     assert len(subscriber.elements) == 2
+
+
+def test_a_bad_request_during_a_busy_partition_ends_the_stream_at_once(spark: Any) -> None:
+    """§3.9: request(0) while the subscription's thread waits on a busy partition: the job
+    is cancelled and on_error arrives now, not once the partition is done (hours here)."""
+    tag = "bad-request-blocked"
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(UNBOUNDED)
+    from_dataframe(fast_then_stuck(spark), job_tag=tag).subscribe(subscriber)
+    subscriber.await_count(5, 120)
+    wait_until(lambda: active_jobs_for_tag(spark, tag) != [], 60, "the stuck partition's job")
+    (stuck,) = active_jobs_for_tag(spark, tag)
+    subscriber.request(0)
+    subscriber.await_terminal(60)
+    assert isinstance(subscriber.error, ValueError) and "§3.9" in str(subscriber.error)
+    wait_until(lambda: active_jobs_for_tag(spark, tag) == [], 60, "the job to be cancelled")
+    assert job_status(spark, stuck) == "FAILED"
+    wait_until(no_owned_threads, 30, "the owned thread to end")
+    subscriber.assert_no_violations()
+
+
+def test_an_abandoned_subscription_stops_its_prefetched_job(spark: Any) -> None:
+    """A subscriber dropped without cancel, while prefetch_partitions computes the next
+    partition: once the subscription is collected, that job is cancelled too, not only the
+    socket closed."""
+    tag = "abandoned-prefetch"
+    subscriber: RecordingSubscriber[Any] | None = RecordingSubscriber(3)
+    assert subscriber is not None
+    from_dataframe(fast_then_stuck(spark), prefetch_partitions=True, job_tag=tag).subscribe(
+        subscriber
+    )
+    subscriber.await_count(3, 120)
+    wait_until(lambda: active_jobs_for_tag(spark, tag) != [], 60, "the prefetch job")
+    (prefetched,) = active_jobs_for_tag(spark, tag)
+    subscriber = None
+
+    def collected_and_stopped() -> bool:
+        gc.collect()
+        return active_jobs_for_tag(spark, tag) == []
+
+    wait_until(collected_and_stopped, 60, "the abandoned prefetch job to stop")
+    assert job_status(spark, prefetched) == "FAILED"
 
 
 def test_cancel_before_any_request_runs_no_job(spark: Any) -> None:

@@ -145,3 +145,6 @@ def test_a_batch_dataframe_is_refused(spark: Any) -> None:
         from_stream(frame, buffer_size=0)
     with pytest.raises(ValueError):
         from_stream(frame, mode="pandas")  # type: ignore[arg-type]
+    for bad in (0, -1, 2.5):  # -1 used to drop every row, 0 to fail the query later
+        with pytest.raises(ValueError, match="max_rows_per_batch must be a positive int"):
+            from_stream(frame, mode="arrow", max_rows_per_batch=bad)  # type: ignore[arg-type]
