@@ -503,7 +503,28 @@ class _ArrowBatcher:
             return batch
         if batch.schema.equals(self.schema):
             return batch
+        if self.spark_schema is None:
+            self.schema = _fill_null_types(self.schema, batch.schema)
         return batch.select(self.schema.names).cast(self.schema)
+
+    def unify(self, batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
+        """``batches`` cast to the schema kept now: the earliest may predate a column's type
+        (all-null there, see :func:`_fill_null_types`)."""
+        schema = self.schema
+        assert schema is not None
+        return [b if b.schema.equals(schema) else b.cast(schema) for b in batches]
+
+
+def _fill_null_types(kept: pa.Schema, batch: pa.Schema) -> pa.Schema:
+    """An inferred schema whose column was all-null in the first batch (Arrow type ``null``)
+    takes that column's type from the first later batch that has values in it: Spark would
+    have inferred it from all the rows, and nothing can be cast to ``null``."""
+    for i, field in enumerate(kept):
+        if pa.types.is_null(field.type):
+            j = batch.get_field_index(field.name)
+            if j >= 0 and not pa.types.is_null(batch.field(j).type):
+                kept = kept.set(i, field.with_type(batch.field(j).type))
+    return kept
 
 
 def _drain_batches(
@@ -584,7 +605,7 @@ def to_dataframe(
         if batcher.spark_schema is None:
             raise ValueError("the publisher was empty: pass schema= to create an empty DataFrame")
         return spark_session.createDataFrame([], batcher.spark_schema)
-    return _create(spark_session, pa.Table.from_batches(collected), batcher)
+    return _create(spark_session, pa.Table.from_batches(batcher.unify(collected)), batcher)
 
 
 @dataclass(frozen=True)

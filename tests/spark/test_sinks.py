@@ -54,6 +54,17 @@ def test_to_dataframe_round_trips_dict_rows(session: Any) -> None:
     assert [r.asDict() for r in df.orderBy("i").collect()] == rows
 
 
+def test_to_dataframe_types_a_column_that_was_all_null_in_the_first_batch(
+    session: Any,
+) -> None:
+    """A sparse column, all None in the first batch, takes its type from the first batch
+    with a value (as Spark infers from every row), instead of failing the cast to null."""
+    rows = [{"i": i, "note": None if i < 3 else f"n{i}"} for i in range(8)]
+    df = to_dataframe(from_iterable(rows), session, batch_size=3)
+    assert df.schema.simpleString() == "struct<i:bigint,note:string>"
+    assert [r.asDict() for r in df.orderBy("i").collect()] == rows
+
+
 def test_to_dataframe_uses_the_given_schema_for_tuples(spark: Any) -> None:
     """Tuples take their column names and Spark types from a DDL schema."""
     df = to_dataframe(
