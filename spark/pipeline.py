@@ -400,6 +400,7 @@ def run(
 ) -> Summary:
     """Run the pipeline to the end and return its :class:`Summary` (blocks the caller)."""
     meter = Meter()
+    jobs_before = _jobs(spark, config.job_tag)  # a reused session remembers earlier runs
     frame = events(spark, config.rows, config.partitions)
     if config.mode == "rows":
         source: Publisher[Any] = from_dataframe(frame, job_tag=config.job_tag)
@@ -421,6 +422,7 @@ def run(
         boundary = publish_on(stage, pool, prefetch=config.publish_on_prefetch)
         asyncio.run(_consume(boundary, config, meter, windows, on_window))
     seconds = time.perf_counter() - start
+    jobs_after = _jobs(spark, config.job_tag)
     return Summary(
         rows=meter.emitted,
         windows=len(windows),
@@ -428,7 +430,7 @@ def run(
         max_in_flight=meter.max_in_flight,
         bound=config.bound_rows(),
         max_outstanding_demand=meter.max_outstanding,
-        spark_jobs=_jobs(spark, config.job_tag),
+        spark_jobs=None if jobs_before is None or jobs_after is None else jobs_after - jobs_before,
         totals=_total(windows),
     )
 
