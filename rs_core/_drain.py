@@ -19,7 +19,7 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from functools import partial
 from itertools import islice, repeat, starmap, takewhile
 from operator import is_, is_not
@@ -160,9 +160,14 @@ class DrainPolicy:
     def __init__(self, batch: int = 0) -> None:
         self.batch = batch
 
-    def run(self, drain: Callable[[], None]) -> None:
-        """Run ``drain`` now, on this thread (a trampoline, thanks to the WIP counter)."""
+    def run(self, drain: Callable[[], None]) -> Future[Any] | None:
+        """Run ``drain`` now, on this thread (a trampoline, thanks to the WIP counter).
+
+        A policy that hands it on raises ``RuntimeError`` when it no longer can, and may
+        return the ``Future`` of the task it queued: if that is cancelled before it ran
+        (``shutdown(cancel_futures=True)``), the subscription fails as if it had raised."""
         drain()
+        return None
 
 
 INLINE: Final = DrainPolicy()
@@ -178,8 +183,8 @@ class OnExecutor(DrainPolicy):
         super().__init__(batch)
         self.executor = executor
 
-    def run(self, drain: Callable[[], None]) -> None:
-        self.executor.submit(drain)  # RuntimeError after shutdown: handled by the caller
+    def run(self, drain: Callable[[], None]) -> Future[Any]:
+        return self.executor.submit(drain)  # RuntimeError after shutdown: see _schedule
 
 
 @final
@@ -520,43 +525,54 @@ class DrainSubscription(Generic[T]):
             self._drain()
             return
         try:
-            policy.run(self._drain)
+            task = policy.run(self._drain)
         except RuntimeError as exc:  # the loop is closed or the executor shut down
-            with self._lock:
-                cancelled, self._cancelled = self._cancelled, True
-            subscriber, source = self._release()
-            if source is not None:
-                _close(source)
-            if cancelled or subscriber is None:  # the subscriber cancelled: nobody to tell
-                report_dropped(exc, where="the drain could not be scheduled after cancel")
-                return
-            # §1.4: the publisher cannot go on; the subscriber hears why, here (this caller
-            # holds the WIP, so no other signal can overlap: §1.3).
-            error = RuntimeError(
-                f"the publisher's drain could not be scheduled ({exc}): its event loop is "
-                "closed or its executor shut down"
-            )
-            error.__cause__ = exc
-            try:
-                subscriber.on_error(error)
-            except Exception as failure:  # §2.13
-                report_dropped(failure, rule="2.13", where="on_error raised")
+            self._unschedulable(exc)
+            return
+        if task is not None:
+            task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: Future[Any]) -> None:
+        if task.cancelled():  # the drain never ran, and the WIP it was given is still held
+            self._unschedulable(RuntimeError("the executor cancelled the drain's task"))
+
+    def _unschedulable(self, exc: RuntimeError) -> None:
+        """The policy cannot run the drain any more: end the subscription (§3.13). Called by
+        the holder of the WIP, so no other signal can overlap (§1.3)."""
+        with self._lock:
+            cancelled, self._cancelled = self._cancelled, True
+        subscriber, source = self._release()
+        if source is not None:
+            _close(source)
+        if cancelled or subscriber is None:  # the subscriber cancelled: nobody to tell
+            report_dropped(exc, where="the drain could not be scheduled after cancel")
+            return
+        # §1.4: the publisher cannot go on; the subscriber hears why, here.
+        error = RuntimeError(
+            f"the publisher's drain could not be scheduled ({exc}): its event loop is "
+            "closed or its executor shut down"
+        )
+        error.__cause__ = exc
+        try:
+            subscriber.on_error(error)
+        except Exception as failure:  # §2.13
+            report_dropped(failure, rule="2.13", where="on_error raised")
 
     def _drain(self) -> None:
-        self._drainer = get_ident()
-        try:
-            self._drain_loop()
-        finally:
-            self._drainer = 0
+        self._drainer = get_ident()  # this thread holds the WIP: nobody else writes it now
+        if not self._drain_loop():
+            self._drainer = 0  # terminated or cancelled: the WIP stays held for good
 
-    def _drain_loop(self) -> None:
+    def _drain_loop(self) -> bool:
+        """The loop; True once it has passed the WIP on (released or rescheduled), having
+        cleared ``_drainer`` first: after that, the next drainer's id must not be wiped."""
         missed = 1
         batch = self._policy.batch
         while True:
             subscriber = self._subscriber
             source = self._source
             if subscriber is None or source is None:  # terminated: hold the WIP for good
-                return
+                return False
             with self._lock:
                 demand = self._demand
                 bad_request = self._bad_request
@@ -564,10 +580,10 @@ class DrainSubscription(Generic[T]):
             if cancelled:
                 self._release()
                 _close(source)
-                return
+                return False
             if bad_request is not None:  # §3.9
                 self._terminate(subscriber, source, bad_request)
-                return
+                return False
 
             limit = demand if not batch or demand < batch else batch
             if source.queue is None:
@@ -575,7 +591,7 @@ class DrainSubscription(Generic[T]):
             else:
                 emitted = self._emit_queued(subscriber, source, source.queue, limit)
             if emitted < 0:  # terminated or cancelled inside the loop
-                return
+                return False
 
             if emitted != limit or emitted == demand:
                 # Not stopped by the batch cap: demand is met or the source had nothing more.
@@ -588,10 +604,10 @@ class DrainSubscription(Generic[T]):
                         source.want(demand - emitted)  # a fused pull source fetches on demand
                 except Exception as exc:
                     self._terminate(subscriber, source, exc)
-                    return
+                    return False
                 if over and not self._cancelled:
                     self._terminate(subscriber, source, None)
-                    return
+                    return False
 
             with self._lock:
                 if emitted:
@@ -602,11 +618,14 @@ class DrainSubscription(Generic[T]):
                     rescheduled = False
                     self._wip -= missed
                     missed = self._wip
+                    if missed == 0:
+                        self._drainer = 0  # under the lock, before another can take the WIP
             if rescheduled:
+                self._drainer = 0  # the next task may start before this call returns
                 self._schedule()
-                return
+                return True
             if missed == 0:
-                return
+                return True
 
     def _emit_polled(self, subscriber: Subscriber[T], source: Source[T], limit: int) -> int:
         """Emit up to ``limit`` elements pulled one ``poll()`` each; -1 once terminated."""

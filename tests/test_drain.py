@@ -11,7 +11,7 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import pytest
@@ -582,6 +582,60 @@ def test_on_executor_signals_on_the_executor_and_reschedules_batches_in_order() 
     assert sub.completed
     assert pool.submits >= 1000 // 4
     assert sub.signal_threads - {threading.get_ident()} == pool.thread_ids
+    sub.assert_no_violations()
+
+
+class ThreadPerTask(Executor):
+    """Runs each task on a thread of its own, at once; keeps the threads."""
+
+    def __init__(self) -> None:
+        self.threads: list[threading.Thread] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        thread = threading.Thread(target=fn, args=args, kwargs=kwargs)
+        self.threads.append(thread)
+        thread.start()
+        done: Future[Any] = Future()
+        done.set_result(None)
+        return done
+
+
+def test_delivering_here_holds_while_the_task_before_has_ended() -> None:
+    """delivering_here() asked inside on_next, by the thread delivering: it stays True
+    after the drain task that rescheduled this one has finished (its exit must not wipe
+    the id the next drainer set). The block strategy's feedback check depends on it."""
+    pool = ThreadPerTask()
+    answers: list[bool] = []
+    drain, sub = start(PullSource(range(5)), policy=OnExecutor(pool, batch=1))
+
+    def check(element: int) -> None:
+        for thread in list(pool.threads):  # let every task before this one end first
+            if thread is not threading.current_thread():
+                thread.join(5)
+        answers.append(drain.delivering_here())
+
+    sub.on_next_hook = check
+    sub.request(5)
+    sub.await_condition(lambda: len(answers) == 5, what="5 answers")
+    assert answers == [True] * 5
+    sub.assert_no_violations()
+
+
+def test_a_drain_task_the_executor_cancels_fails_the_subscriber() -> None:
+    """shutdown(cancel_futures=True) drops the queued drain task: the subscription ends with
+    on_error instead of keeping the WIP for a task that never runs (every later request
+    and cancel would then be ignored), and the source is closed."""
+    pool = ThreadPoolExecutor(1)
+    gate = threading.Event()
+    pool.submit(gate.wait)  # the only worker is busy: the drain task waits in the queue
+    source = PullSource(range(10))
+    drain, sub = start(source, policy=OnExecutor(pool))
+    sub.request(5)
+    pool.shutdown(wait=False, cancel_futures=True)
+    gate.set()
+    sub.await_terminal()
+    assert isinstance(sub.error, RuntimeError) and "cancelled" in str(sub.error)
+    assert source.closes == 1 and sub.elements == []
     sub.assert_no_violations()
 
 
