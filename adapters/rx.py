@@ -106,10 +106,20 @@ def _dispose(disposable: DisposableBase | None) -> None:
 class _BufferSource(Source[T]):
     """A deque the Rx side fills and the drain empties (fused: the drain pops it directly)."""
 
-    __slots__ = ("_done", "_error", "_items", "_wake", "queue", "replenish_every", "shared_pops")
+    __slots__ = (
+        "_done",
+        "_error",
+        "_items",
+        "_pushing",
+        "_wake",
+        "queue",
+        "replenish_every",
+        "shared_pops",
+    )
 
     def __init__(self) -> None:
         self._items: deque[T] = deque()
+        self._pushing = threading.Lock()
         self.queue: deque[T] | None = self._items
         self.replenish_every = 1
         self.shared_pops = False
@@ -122,13 +132,16 @@ class _BufferSource(Source[T]):
 
     def push(self, element: T) -> None:
         items = self._items
-        items.append(element)
-        if len(items) == 1:
-            # Wake only on empty -> non-empty: the drain stops only when it has seen the
-            # buffer empty (the push that refills it wakes it) or the demand met (the next
-            # request drains). Rx's on_next calls are serial (one producer at a time; the
-            # producer's own LATEST pop only ever makes room). A push behind a slow
-            # subscriber then costs no drain pass.
+        # Wake only on empty -> non-empty: the drain stops only when it has seen the buffer
+        # empty (the push that refills it wakes it) or the demand met (the next request
+        # drains); a push behind a slow subscriber then costs no drain pass. Rx's on_next
+        # calls should be serial, but two threads feeding one Subject at once is a common
+        # mistake: under the lock, exactly one of two racing pushes sees the buffer go from
+        # empty to one element, so neither can leave the other's element stranded.
+        with self._pushing:
+            items.append(element)
+            first = len(items) == 1
+        if first:
             self._wake()
 
     def finish(self, error: Exception | None) -> None:

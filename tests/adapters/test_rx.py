@@ -9,6 +9,7 @@ import logging
 import runpy
 import threading
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -729,6 +730,35 @@ def test_hot_pushes_racing_requests_never_stall(overflow: str) -> None:
         if overflow == "block":
             assert sub.elements == list(range(n))
         sub.assert_no_violations()
+
+
+@pytest.mark.parametrize("overflow", ["buffer", "block", "latest"])
+def test_two_threads_feeding_one_subject_never_strand_an_element(
+    overflow: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two threads calling a Subject's on_next at once (against Rx's contract, but a common
+    mistake): pinned to the worst interleaving, both append before either asks whether the
+    buffer was empty. One of them must still wake the drain, or both elements wait forever."""
+    import adapters.rx as rx_adapter
+
+    barrier = threading.Barrier(2, timeout=0.5)  # pins the race; times out when excluded
+
+    class Racing(deque[Any]):
+        def append(self, element: Any) -> None:
+            super().append(element)
+            try:
+                barrier.wait()
+            except threading.BrokenBarrierError:
+                pass
+
+    monkeypatch.setattr(rx_adapter, "deque", Racing)
+    subject: Subject[int] = Subject()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    from_observable(subject, overflow=overflow, buffer_size=4).subscribe(sub)
+    race(lambda: subject.on_next(1), lambda: subject.on_next(2))
+    sub.await_count(2)
+    assert sorted(sub.elements) == [1, 2]
+    sub.assert_no_violations()
 
 
 def test_block_feedback_from_on_next_fails_instead_of_deadlocking() -> None:
