@@ -218,9 +218,21 @@ class _AsyncIteratorSource(Source[T]):
             self._finish(_Failure(exc))
             return
         except asyncio.CancelledError as exc:
+            if self._iterator is None:
+                raise  # close() cancelled this pump
             task = asyncio.current_task()
-            if self._iterator is None or (task is not None and task.cancelling()):
-                raise  # close() cancelled this pump, or the loop is shutting down
+            if task is not None and task.cancelling():
+                # Cancelled from outside: the loop shutting down (the end of asyncio.run).
+                # Nothing will pump this source again: the subscriber must hear it (§1.4).
+                self._finish(
+                    _Failure(
+                        RuntimeError(
+                            "from_async_iterable(): the pump task was cancelled from outside "
+                            "(its event loop shutting down?); the stream cannot go on"
+                        )
+                    )
+                )
+                raise
             # The source itself raised it (it awaited something someone else cancelled):
             # a failure like any other (§1.4), not a silent end of the pump.
             error = RuntimeError(

@@ -365,6 +365,33 @@ class TestFromAsyncIterable:
         assert not sub.completed
         sub.assert_no_violations()
 
+    def test_the_loop_shutting_down_mid_stream_fails_the_stream(self) -> None:
+        """asyncio.run ending (it cancels every task) while the pump awaits the next element:
+        the subscriber, on another thread or loop, gets on_error instead of waiting forever,
+        and the generator's finally still runs."""
+        cleaned = threading.Event()
+
+        async def ticks() -> AsyncIterator[int]:
+            try:
+                for i in itertools.count():
+                    await asyncio.sleep(0.005)
+                    yield i
+            finally:
+                cleaned.set()
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+
+        async def main() -> None:
+            from_async_iterable(ticks()).subscribe(sub)
+            await asyncio.sleep(0.05)
+
+        asyncio.run(main(), debug=True)
+        sub.await_terminal()
+        assert sub.elements == list(range(len(sub.elements))) and sub.elements
+        assert isinstance(sub.error, RuntimeError) and "cancelled from outside" in str(sub.error)
+        assert cleaned.is_set()
+        sub.assert_no_violations()
+
     def test_an_iterator_without_aiter_is_accepted(self, loop: asyncio.AbstractEventLoop) -> None:
         """An iterable's __aiter__ need only return something with __anext__ (aiter() and
         async for accept that): so does from_async_iterable, aclose() included."""
