@@ -324,10 +324,18 @@ class ManualSubscriber(Generic[T]):
     def request(self, n: int) -> None:
         subscription = self.expect_subscribed()
         self.count_request(n)
-        subscription.request(n)
+        try:
+            subscription.request(n)
+        except Exception as exc:
+            raise TCKFailure(
+                f"§3.16: request({n!r}) raised {exc!r}; it must return normally"
+            ) from exc
 
     def cancel(self) -> None:
-        self.expect_subscribed().cancel()
+        try:
+            self.expect_subscribed().cancel()
+        except Exception as exc:
+            raise TCKFailure(f"§3.15: cancel() raised {exc!r}; it must return normally") from exc
 
     def next_element(self, rule_id: str, what: str = "an element") -> T:
         return self.next_elements(1, rule_id, what)[0]
@@ -412,6 +420,7 @@ class ManualSubscriber(Generic[T]):
                 f"{self.env.default_timeout}s (completed={self.completed}, "
                 f"{self.total_received} elements)"
             )
+        self.check_problems()  # an unrequested on_next, or a signal after a terminal one
         error = self.errors[0]
         if not isinstance(error, kind):
             raise TCKFailure(f"§{rule_id}: expected on_error({kind.__name__}), got {error!r}")

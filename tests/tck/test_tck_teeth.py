@@ -71,15 +71,25 @@ class _NaiveSubscription:
         if k <= 0:
             if self.flaw == "ignore_3_9":
                 return
+            if self.flaw == "raise_3_9":
+                raise ValueError("§3.9")
             error: Exception = (
                 RuntimeError("bad request")
                 if self.flaw == "wrong_3_9_error"
                 else ValueError("§3.9")
             )
+            if self.flaw == "complete_before_3_9_error":
+                self.subscriber.on_complete()
+            if self.flaw == "next_before_3_9_error":
+                self.subscriber.on_next(0)  # nothing was requested
             self.done = True
             self.subscriber.on_error(error)
+            if self.flaw == "3_9_error_twice":
+                self.subscriber.on_error(error)
             return
-        if self.cancelled and self.flaw != "ignore_cancel":
+        if self.cancelled and self.flaw == "raise_after_cancel":
+            raise RuntimeError("cancelled")
+        if self.cancelled and self.flaw not in ("ignore_cancel", "raise_after_cancel"):
             return
         if self.done:
             if self.flaw == "signal_after_complete":
@@ -109,6 +119,8 @@ class _NaiveSubscription:
             self.emitting = False
 
     def cancel(self) -> None:
+        if self.cancelled and self.flaw == "raise_after_cancel":
+            raise RuntimeError("already cancelled")
         self.cancelled = True
 
 
@@ -245,6 +257,18 @@ PUBLISHER_CASES: list[tuple[str, Callable[[], PublisherVerification[int]], str, 
      "test_required_spec309_request_negative_number_must_signal_illegal_argument_exception", "§3.9"),  # noqa: E501
     ("§3.9 wrong error", lambda: _broken("wrong_3_9_error"),
      "test_required_spec309_request_zero_must_signal_illegal_argument_exception", "§3.9"),
+    ("§3.9 after on_complete", lambda: _broken("complete_before_3_9_error"),
+     "test_required_spec309_request_zero_must_signal_illegal_argument_exception", "§1.7"),
+    ("§3.9 after an unrequested on_next", lambda: _broken("next_before_3_9_error"),
+     "test_required_spec309_request_negative_number_must_signal_illegal_argument_exception", "§1.1"),  # noqa: E501
+    ("§3.9 error twice", lambda: _broken("3_9_error_twice"),
+     "test_required_spec309_request_zero_must_signal_illegal_argument_exception", "§1.7"),
+    ("§3.9 raised", lambda: _broken("raise_3_9"),
+     "test_required_spec309_request_zero_must_signal_illegal_argument_exception", "§3.16"),
+    ("request after cancel raises", lambda: _broken("raise_after_cancel"),
+     "test_required_spec306_after_subscription_is_cancelled_request_must_be_nops", "§3.16"),
+    ("second cancel raises", lambda: _broken("raise_after_cancel"),
+     "test_required_spec307_after_subscription_is_cancelled_additional_cancelations_must_be_nops", "§3.15"),  # noqa: E501
     ("reference kept after cancel", lambda: _broken("keep_reference"),
      "test_required_spec313_cancel_must_make_the_publisher_eventually_drop_all_references_to_the_subscriber", "§3.13"),  # noqa: E501
     ("demand overflow errors", lambda: _broken("error_on_overflow"),
@@ -663,6 +687,31 @@ def _swallowing() -> IdentityProcessorVerification[int]:
     return V()
 
 
+class _CompletesThenFails(QueueProcessor):
+    """Passes an upstream error on as on_complete then on_error: two terminal signals."""
+
+    def __init__(self, buffer_size: int) -> None:
+        super().__init__(buffer_size)
+        self._downstream: list[Subscriber[int]] = []
+
+    def subscribe(self, subscriber: Subscriber[int]) -> None:
+        self._downstream.append(subscriber)
+        super().subscribe(subscriber)
+
+    def on_error(self, error: Exception) -> None:
+        for subscriber in self._downstream:
+            subscriber.on_complete()
+            subscriber.on_error(error)
+
+
+def _completes_then_fails() -> IdentityProcessorVerification[int]:
+    class V(QueueProcessorVerification):
+        def create_identity_processor(self, buffer_size: int) -> Processor[int, int]:
+            return _CompletesThenFails(buffer_size)
+
+    return V()
+
+
 def _multicast(flaw: str) -> IdentityProcessorVerification[int]:
     class V(MulticastProcessorVerification):
         pass
@@ -680,6 +729,8 @@ PROCESSOR_CASES: list[tuple[str, Callable[[], IdentityProcessorVerification[int]
      "test_required_must_request_from_upstream_for_elements_that_have_been_requested_long_ago", "§2.1"),  # noqa: E501
     ("swallows upstream errors", _swallowing, QueueProcessorVerification,
      "test_required_spec210_must_be_prepared_to_receive_an_on_error_signal_without_preceding_request_call", "§2.10"),  # noqa: E501
+    ("on_complete before the error", _completes_then_fails, QueueProcessorVerification,
+     "test_must_immediately_pass_on_on_error_events_received_from_its_upstream_to_its_downstream", "§1.7"),  # noqa: E501
 ]  # fmt: skip
 
 
