@@ -48,8 +48,10 @@ def checked(publisher: Publisher[T], *, on_violation: OnViolation = "raise") -> 
     """Wrap ``publisher`` so that every signal to and from it is checked against the rules.
 
     Checked, per Subscriber: more ``on_next`` than requested (§1.1; demand saturates at
-    ``UNBOUNDED``, §3.17); signals overlapping on different threads (§1.3; same-thread nesting,
-    as in ``request`` -> ``on_next``, is allowed by §3.2/§3.10); any signal after ``on_error`` /
+    ``UNBOUNDED``, §3.17); overlapping signals (§1.3): on different threads, or nested on one
+    thread other than through ``request`` (``on_next`` -> ``request`` -> ``on_next`` is
+    allowed by §3.2/§3.3; ``on_next`` re-entered from inside ``on_next``, as an unserialized
+    Subject fed from its own subscriber does, is not); any signal after ``on_error`` /
     ``on_complete`` (§1.7); ``on_next`` / ``on_error`` / ``on_complete`` before ``on_subscribe``
     and ``subscribe`` raising (§1.9); a second ``on_subscribe`` (§2.12, named for the rule a
     Subscriber relies on; the extra subscription is cancelled, §2.5); ``None`` arguments
@@ -156,8 +158,10 @@ class _Checker(Generic[T]):
 
     All checks are O(1) under one lock per signal; user code (the Subscriber, the upstream
     Subscription, a violation callable) is always called outside it. The conflict detector
-    records which thread is inside a signal (and how deeply, for same-thread nesting); a
-    signal from another thread meanwhile is the §1.3 violation. In raise mode the
+    records which thread is inside a signal (and how deeply, for same-thread nesting), and
+    how many ``request`` calls that thread made from inside it are in progress; a signal
+    from another thread meanwhile, or from the same thread but not inside such a ``request``,
+    is the §1.3 violation. In raise mode the
     ``on_error(violation)`` meant for the Subscriber waits until the signal in progress
     returns, so the checker's own signals stay serial.
     """
@@ -176,6 +180,7 @@ class _Checker(Generic[T]):
         "_pending",
         "_raise",
         "_report",
+        "_requesting",
         "_subscribed",
         "_subscriber",
         "_terminal_thread",
@@ -206,6 +211,7 @@ class _Checker(Generic[T]):
         self._down_done = False  # the Subscriber has been given (or is owed) a terminal signal
         self._owner = 0  # thread inside a signal, 0 for none (§1.3 conflict detector)
         self._depth = 0
+        self._requesting = 0  # request() calls in progress on _owner's thread, from a signal
         self._terminal_thread = 0  # thread delivering on_error / on_complete (§2.3)
 
     # -- Subscriber: signals from the upstream ---------------------------------------------------
@@ -237,13 +243,12 @@ class _Checker(Generic[T]):
                     entered = self._enter_locked(me)
         if refuse:
             _cancel_quietly(subscription)  # §2.5: keep the first subscription
-        if violation is not None:
-            self._violated(violation)
-        if refuse:
+            if violation is not None:
+                self._violated(violation)
             return
         # "log" with None: passed on as it came, and the Subscriber raises TypeError (§2.13)
         given = subscription if _is_none(subscription) else self
-        self._pass(lambda s: s.on_subscribe(given), entered)
+        self._pass(lambda s: s.on_subscribe(given), entered, violation=violation)
 
     def on_next(self, element: T) -> None:
         me = _get_ident()
@@ -254,7 +259,7 @@ class _Checker(Generic[T]):
                 self._open
                 and self._demand
                 and element is not None
-                and (owner == me or not owner)  # §1.3
+                and (not owner or (owner == me and self._requesting))  # §1.3
             )
             if fast:
                 self._demand = produced(self._demand, 1)  # §1.1
@@ -303,18 +308,7 @@ class _Checker(Generic[T]):
                         f"§1.1: on_next({element!r}) but nothing was requested"
                     )
             entered = (violation is None or not self._raise) and self._enter_locked(me)
-        if violation is not None:
-            self._violated(violation)
-        subscriber = self._subscriber
-        if not entered:  # an overlap passed on in "log" mode
-            if subscriber is not None:
-                subscriber.on_next(element)
-            return
-        try:
-            if subscriber is not None:
-                subscriber.on_next(element)
-        finally:
-            self._leave(me)
+        self._pass(lambda s: s.on_next(element), entered, violation=violation)
 
     def on_error(self, error: Exception) -> None:
         me = _get_ident()
@@ -339,9 +333,7 @@ class _Checker(Generic[T]):
             if not _is_none(error):
                 report_dropped(error, where="checked(): on_error after a violation was raised")
             return
-        if violation is not None:
-            self._violated(violation)
-        self._pass(lambda s: s.on_error(error), entered, terminal=True)
+        self._pass(lambda s: s.on_error(error), entered, terminal=True, violation=violation)
 
     def on_complete(self) -> None:
         me = _get_ident()
@@ -362,9 +354,7 @@ class _Checker(Generic[T]):
                 self._down_done = True
                 self._terminal_thread = me
                 entered = self._enter_locked(me)
-        if violation is not None:
-            self._violated(violation)
-        self._pass(_on_complete, entered, terminal=True)
+        self._pass(_on_complete, entered, terminal=True, violation=violation)
 
     # -- Subscription: signals from the Subscriber ------------------------------------------------
 
@@ -383,6 +373,9 @@ class _Checker(Generic[T]):
             ):  # §3.6, §1.6; demand after a bad request is not owed (§3.9)
                 self._demand = add_cap(self._demand, n)  # §3.17
             upstream = self._upstream
+            nested = upstream is not None and self._owner == me  # from inside a signal
+            if nested:
+                self._requesting += 1  # signals it causes here may nest (§3.2, §3.3)
         if violation is not None:
             self._violated(violation)
         if upstream is None:
@@ -395,6 +388,10 @@ class _Checker(Generic[T]):
                     ProtocolViolation("3.16", f"§3.16: request({n!r}) raised {exc!r}"), exc
                 )
             raise
+        finally:
+            if nested:
+                with self._lock:
+                    self._requesting -= 1
         if invalid is not None:
             with self._lock:
                 # §3.9: from now on only on_error may end the stream. Noted after the upstream
@@ -475,6 +472,12 @@ class _Checker(Generic[T]):
             return ProtocolViolation(
                 "1.3", f"§1.3: {signal} overlapped another signal in progress on another thread"
             )
+        if owner and not self._requesting:  # §1.3: nested, and not through request (§3.3)
+            return ProtocolViolation(
+                "1.3",
+                f"§1.3: {signal} was signalled from inside another signal on the same thread, "
+                "not through request()",
+            )
         if signal == "on_subscribe":
             if self._terminated:
                 return ProtocolViolation("1.7", "§1.7: on_subscribe after a terminal signal")
@@ -520,12 +523,20 @@ class _Checker(Generic[T]):
         self._deliver(pending, need_subscribe, me)
 
     def _pass(
-        self, signal: Callable[[Subscriber[T]], None], entered: bool, terminal: bool = False
+        self,
+        signal: Callable[[Subscriber[T]], None],
+        entered: bool,
+        terminal: bool = False,
+        violation: ProtocolViolation | None = None,
     ) -> None:
-        """Pass ``signal`` to the Subscriber (exceptions propagate), then leave the detector."""
+        """Handle ``violation`` if any, pass ``signal`` to the Subscriber (exceptions
+        propagate), then leave the detector: also when either raises (a violation callable
+        that raises must not leave the detector believing a signal is still in progress)."""
         subscriber = self._subscriber
         me = _get_ident() if entered else 0
         try:
+            if violation is not None:
+                self._violated(violation)
             if subscriber is not None:
                 signal(subscriber)
         finally:

@@ -220,6 +220,76 @@ def test_spec103_overlapping_signals_from_two_threads_are_reported(
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_spec103_a_signal_nested_on_the_same_thread_without_request_is_reported(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """§1.3: on_next(2) signalled from inside on_next(1) on the same thread, not through a
+    request (an unserialized Subject fed from its own subscriber) overlaps it."""
+    publisher, subscriber = wire(mode, request=5)
+    seen: list[ProtocolViolation] = []
+
+    def reenter(element: Any) -> None:
+        if element == 1:
+            try:
+                publisher.down.on_next(2)
+            except ProtocolViolation as violation:  # raise mode: raised to the offender
+                seen.append(violation)
+
+    subscriber.on_next_hook = reenter
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        publisher.down.on_next(1)
+    if mode == "raise":
+        assert [v.rule for v in seen] == ["1.3"]
+        assert subscriber.elements == [1]
+    else:
+        logged = [r.getMessage() for r in caplog.records if r.name == "rs_core"]
+        assert len(logged) == 1 and "§1.3: on_next was signalled from inside" in logged[0]
+        assert subscriber.elements == [1, 2]  # passed on as it came
+
+
+def test_spec303_signals_nested_through_request_are_allowed() -> None:
+    """on_next -> request -> on_next on one thread is the recursion §3.2/§3.3 allow (bounded
+    by the publisher): no violation, whatever the depth."""
+    found: list[ProtocolViolation] = []
+
+    class Synchronous(Upstream):
+        def request(self, n: int) -> None:
+            super().request(n)
+            publisher.down.on_next(len(subscriber.elements))  # emits inside request
+
+    publisher = HandPublisher(Synchronous())
+    subscriber: RecordingSubscriber[int] = RecordingSubscriber()
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    subscriber.on_next_hook = lambda x: subscriber.request(1) if x < 5 else None
+    subscriber.request(1)
+    assert subscriber.elements == [0, 1, 2, 3, 4, 5]
+    assert found == []
+
+
+def test_a_violation_callable_that_raises_leaves_the_checker_usable() -> None:
+    """on_violation raising (it propagates to the offender) must not leave the checker
+    believing a signal is still in progress: a later, legal on_next from another thread
+    is delivered, not reported as §1.3 and dropped."""
+    found: list[str] = []
+
+    def strict(violation: ProtocolViolation) -> None:
+        found.append(str(violation))
+        raise violation
+
+    publisher = HandPublisher()
+    subscriber: RecordingSubscriber[str] = RecordingSubscriber()
+    checked(publisher, on_violation=strict).subscribe(subscriber)  # type: ignore[arg-type]
+    with pytest.raises(OverflowViolation):
+        publisher.down.on_next("unrequested")
+    subscriber.request(1)
+    other = threading.Thread(target=publisher.down.on_next, args=("legal",))
+    other.start()
+    other.join(5)
+    assert subscriber.elements == ["legal"]
+    assert len(found) == 1 and found[0].startswith("§1.1")
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(
     ("first", "then"),
     [
