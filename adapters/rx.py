@@ -616,7 +616,15 @@ class RxProcessor(Generic[T, R]):
     own. A batching operator also holds its partial batch. Operators that shift elements in
     time (``delay``, ``observe_on``, time windows, inner Observables that emit later) hold
     elements outside this accounting, in their own Rx buffers: bound such chains with
-    ``from_observable(..., overflow=...)`` instead.
+    ``from_observable(..., overflow=...)`` instead. Operators that emit when their input ends
+    (``take_last``, ``to_list``, ``concat``, ``catch``, ``default_if_empty``) may add up to
+    ``buffer_size`` outputs more; beyond that the stream fails with ``OverflowViolation``
+    (an endless fallback would otherwise hold upstream's thread and grow the buffer for
+    ever). Operators whose outputs are hot Observables (``window*``, ``group_by``) must be
+    flattened inside the chain (``ops.flat_map(lambda w: w.pipe(ops.to_list()))``): a window
+    waiting in the buffer misses the elements emitted into it meanwhile. The chain is fed
+    once: an operator that subscribes to its input again (``repeat``, ``retry``) fails the
+    stream with a clear error (repeat or retry the upstream Publisher instead).
 
     Unicast: one Subscriber; another is rejected with ``on_subscribe`` + ``on_error``
     (§1.11 allows it). Signals reach the subscriber on the thread that delivers upstream's
@@ -639,8 +647,10 @@ class RxProcessor(Generic[T, R]):
         self._subscribed = False
         self._source: _ProcessorSource[R] = _ProcessorSource(self)
         self._subject: Subject[T] = Subject()
+        self._fed = False  # the chain subscribed to its input (once: see _feed)
         self._chain: DisposableBase = Disposable()
-        chain: Observable[Any] = self._subject.pipe(*operators) if operators else self._subject
+        feed: Observable[T] = reactivex.create(self._feed)
+        chain: Observable[Any] = feed.pipe(*operators) if operators else feed
         self._chain = chain.subscribe(
             on_next=self._source.push_checked,
             on_error=self._chain_ended,
@@ -650,6 +660,23 @@ class RxProcessor(Generic[T, R]):
     @property
     def buffer_size(self) -> int:
         return self._buffer_size
+
+    def _feed(self, observer: ObserverBase[T], _scheduler: Any = None) -> DisposableBase:
+        """The chain's input: upstream's elements, once. A second subscription (``repeat``,
+        ``retry``) would meet a Subject that has ended and end again at once, for ever,
+        inside upstream's on_complete: the stream fails instead, from outside the chain."""
+        with self._lock:
+            again, self._fed = self._fed, True
+        if not again:
+            return self._subject.subscribe(observer)
+        self._chain_ended(
+            RuntimeError(
+                "rx_processor: an operator subscribed to the chain's input a second time "
+                "(ops.repeat, ops.retry, ...); the upstream Publisher feeds the chain once: "
+                "repeat or retry the Publisher itself"
+            )
+        )
+        return Disposable()
 
     # -- upstream side --------------------------------------------------------------------------
 
@@ -746,22 +773,37 @@ class _ProcessorSource(_BufferSource[R]):
     """The processor's output buffer; ``produced`` counts outputs (written by the chain's
     serial on_next only)."""
 
-    __slots__ = ("_processor", "produced")
+    __slots__ = ("_after_end", "_processor", "produced")
 
     def __init__(self, processor: RxProcessor[Any, R]) -> None:
         super().__init__()
         self._processor = processor
         self.produced = 0
+        self._after_end = 0  # outputs since upstream ended (no request accounts for them)
 
     def push_checked(self, element: R) -> None:
+        processor = self._processor
         if element is None:  # legal in Rx, never an element here
-            self._processor._chain_ended(
+            processor._chain_ended(
                 TypeError("§2.13: the operator chain produced None, which is never an element")
             )
             return
         self.produced += 1
-        if not self._done:
-            self.push(element)
+        if self._done:
+            return
+        if processor._upstream_done:
+            self._after_end += 1
+            if self._after_end > processor._buffer_size:
+                processor._chain_ended(
+                    OverflowViolation(
+                        "§1.1: rx_processor: the operator chain emitted more than "
+                        f"buffer_size={processor._buffer_size} outputs after its input ended "
+                        "(take_last, concat, catch, ...), which no request can pace: raise "
+                        "buffer_size, or bound the operator"
+                    )
+                )
+                return
+        self.push(element)
 
     def consumed(self, n: int) -> None:
         self._processor._replenish()

@@ -1068,6 +1068,66 @@ def test_rx_processor_none_output_fails_the_stream() -> None:
     assert sub.elements == [] and isinstance(sub.error, TypeError)
 
 
+@pytest.mark.parametrize(
+    ("operator", "source"),
+    [
+        (lambda: ops.repeat(), lambda: iter([1, 2])),
+        (lambda: ops.repeat(2), lambda: iter([1, 2])),
+        (lambda: ops.retry(), lambda: itertools.chain([1, 2], [None])),
+    ],
+    ids=["repeat()", "repeat(2)", "retry()"],
+)
+def test_rx_processor_an_operator_resubscribing_its_input_fails_the_stream(
+    operator: Callable[[], Any], source: Callable[[], Iterator[Any]]
+) -> None:
+    """repeat / retry subscribe to the chain's input again; the upstream Publisher feeds it
+    once, so the stream fails with an error that says so, after the outputs before it,
+    instead of spinning inside upstream's on_complete / on_error for ever (or repeating
+    nothing). The upstream's subscribe returns."""
+    stage = rx_processor(operator(), buffer_size=8)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(100)
+    stage.subscribe(sub)
+    from_iterable(source()).subscribe(stage)  # returns: the test would hang otherwise
+    assert sub.elements == [1, 2]
+    assert isinstance(sub.error, RuntimeError) and "a second time" in str(sub.error)
+    sub.assert_no_violations()
+
+
+def test_rx_processor_outputs_after_the_input_ended_are_bounded_too() -> None:
+    """Operators that emit when their input ends (take_last, concat) add at most
+    buffer_size outputs, which no request paces; beyond that the stream fails with §1.1
+    (OverflowViolation), after the outputs held. An endless fallback is stopped, not left
+    growing the buffer inside upstream's on_complete."""
+    small = rx_processor(ops.take_last(10), buffer_size=16)
+    from_iterable(range(100)).subscribe(small)
+    assert list(to_iterator(small)) == list(range(90, 100))  # within the allowance
+
+    held = rx_processor(ops.take_last(1000), buffer_size=16)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+    held.subscribe(sub)
+    from_iterable(range(1000)).subscribe(held)
+    sub.request(100)
+    assert sub.elements == list(range(16))  # the first buffer_size of the last 1000
+    assert isinstance(sub.error, OverflowViolation) and "after its input ended" in str(sub.error)
+
+    endless = rx_processor(ops.concat(reactivex.repeat_value(0)), buffer_size=16)
+    out: RecordingSubscriber[int] = RecordingSubscriber(0)
+    endless.subscribe(out)
+    from_iterable(range(3)).subscribe(endless)  # returns
+    out.request(100)
+    assert out.elements == [0, 1, 2] + [0] * 16 and isinstance(out.error, OverflowViolation)
+
+
+def test_rx_processor_windows_flattened_in_the_chain_keep_every_element() -> None:
+    """A hot inner Observable (a window) must be flattened inside the chain, as documented:
+    then every element arrives, in its window."""
+    stage = rx_processor(
+        ops.window_with_count(3), ops.flat_map(lambda w: w.pipe(ops.to_list())), buffer_size=4
+    )
+    from_iterable(range(8)).subscribe(stage)
+    assert list(to_iterator(stage)) == [[0, 1, 2], [3, 4, 5], [6, 7]]
+
+
 def test_rx_processor_is_unicast() -> None:
     """A second subscriber is rejected with on_subscribe then on_error (§1.11 allows it)."""
     stage = rx_processor()
