@@ -763,7 +763,10 @@ class RxProcessor(Generic[T, R]):
         with self._lock:
             taken, self._subscribed = self._subscribed, True
         if taken:
-            reject(subscriber, RuntimeError("rx_processor is unicast: it serves one subscriber"))
+            reject(
+                subscriber,
+                RuntimeError("§1.11: rx_processor is unicast: it serves one subscriber"),
+            )
             return
         DrainSubscription(subscriber, self._source).start()
 
