@@ -104,7 +104,13 @@ def _dispose(disposable: DisposableBase | None) -> None:
 
 
 class _BufferSource(Source[T]):
-    """A deque the Rx side fills and the drain empties (fused: the drain pops it directly)."""
+    """A deque the Rx side fills and the drain empties (fused: the drain pops it directly).
+
+    ``_pushing`` orders every append against the end: ``finish`` and ``close`` set ``_done``
+    under it, and a push re-checks ``_done`` under it. So an element is either in the buffer
+    before the end is recorded (delivered before the terminal signal) or dropped (it came
+    after the end, §1.7, or after a cancel, §3.13), even when two threads feed one Subject.
+    """
 
     __slots__ = (
         "_done",
@@ -114,7 +120,6 @@ class _BufferSource(Source[T]):
         "_wake",
         "queue",
         "replenish_every",
-        "shared_pops",
     )
 
     def __init__(self) -> None:
@@ -122,7 +127,6 @@ class _BufferSource(Source[T]):
         self._pushing = threading.Lock()
         self.queue: deque[T] | None = self._items
         self.replenish_every = 1
-        self.shared_pops = False
         self._done = False
         self._error: Exception | None = None
         self._wake: Callable[[], None] = _nothing
@@ -139,19 +143,30 @@ class _BufferSource(Source[T]):
         # mistake: under the lock, exactly one of two racing pushes sees the buffer go from
         # empty to one element, so neither can leave the other's element stranded.
         with self._pushing:
+            if self._done:
+                return  # after the end (§1.7) or a cancel (§3.13): never held
             items.append(element)
             first = len(items) == 1
         if first:
             self._wake()
 
     def finish(self, error: Exception | None) -> None:
-        if self._done:
+        with self._pushing:
+            ended = self._done
+            if not ended:
+                self._error = error
+                self._done = True  # set after the error: a poll that sees _done sees _error
+        if ended:
             if error is not None:
                 report_dropped(error, rule="1.7", where="an Rx error after the end")
             return
-        self._error = error
-        self._done = True  # set after the error: a poll that sees _done sees _error
         self._wake()
+
+    def _discard(self) -> None:
+        """Cancel: record the end and drop the buffer, ordered against pushes (§3.13)."""
+        with self._pushing:
+            self._done = True
+            self._items.clear()
 
     def poll(self) -> T | _Marker:
         done = self._done  # read before the queue: every push happened before _done was set
@@ -197,6 +212,7 @@ class _ObservableSource(_BufferSource[T]):
     """
 
     __slots__ = (
+        "_accepted",
         "_buffer_size",
         "_cond",
         "_disposable",
@@ -214,7 +230,9 @@ class _ObservableSource(_BufferSource[T]):
         self._publisher = publisher
         self._observable = publisher._observable
         self._strategy = publisher._strategy
-        self.shared_pops = publisher._strategy is Overflow.LATEST  # the oldest gives way
+        if self._strategy is Overflow.LATEST:  # the producer evicts too: the drain pops
+            self.queue = None  # through poll(), under the lock the eviction takes
+        self._accepted = 0  # overflow='error': elements let in, against the total requested
         self._buffer_size = publisher._buffer_size
         self._on_drop = publisher._on_drop
         self._cond = threading.Condition()
@@ -263,8 +281,8 @@ class _ObservableSource(_BufferSource[T]):
                     return
         elif strategy is Overflow.ERROR:
             subscription = self.subscription
-            demand = subscription.demand if subscription is not None else 0
-            if len(queue) >= demand:  # §1.1: no outstanding demand for this element
+            requested = subscription.requested if subscription is not None else 0
+            if self._accepted >= requested:  # §1.1: no outstanding demand for this element
                 self._fail(
                     OverflowViolation(
                         "§1.1: from_observable(overflow='error'): an element arrived without "
@@ -275,20 +293,35 @@ class _ObservableSource(_BufferSource[T]):
             if len(queue) >= self._buffer_size:
                 self._fail(self._overflow())
                 return
+            self._accepted += 1  # serial (Rx's contract); an element after the end is
+            # dropped by push, which only makes the count stricter
+        elif strategy is Overflow.LATEST:
+            self._push_latest(element)
+            return
         elif len(queue) >= self._buffer_size:
             if strategy is Overflow.BUFFER:
                 self._fail(self._overflow())
                 return
-            if strategy is Overflow.DROP:
-                self._dropped(element)
-                return
-            try:  # LATEST: the oldest gives way (the drain may have just taken it)
-                oldest = queue.popleft()
-            except IndexError:
-                pass
-            else:
-                self._dropped(oldest)
+            self._dropped(element)  # DROP: the newest gives way
+            return
         self.push(element)
+
+    def _push_latest(self, element: T) -> None:
+        """LATEST: the oldest gives way when full; decided under the lock the drain's poll
+        takes, so an element is never evicted while the drain is making room."""
+        items = self._items
+        oldest: T | None = None
+        with self._pushing:
+            if self._done:
+                return
+            if len(items) >= self._buffer_size:
+                oldest = items.popleft()
+            items.append(element)
+            first = len(items) == 1
+        if oldest is not None:
+            self._dropped(oldest)
+        if first:
+            self._wake()
 
     def on_error(self, error: Exception) -> None:
         if isinstance(error, _Stop):
@@ -307,7 +340,8 @@ class _ObservableSource(_BufferSource[T]):
             subscription.release_lease()
 
     def _wait_for_room(self) -> bool:
-        """Block the emitting thread until the buffer has room; False once cancelled."""
+        """Block the emitting thread until the buffer has room; False once cancelled. Two
+        threads may wait at once (a Subject fed from two threads): ``consumed`` wakes all."""
         queue = self._items
         with self._cond:
             while len(queue) >= self._buffer_size and not self._done:
@@ -390,18 +424,23 @@ class _ObservableSource(_BufferSource[T]):
     # -- Source -------------------------------------------------------------------------------
 
     def poll(self) -> T | _Marker:
+        if self._strategy is Overflow.LATEST:
+            with self._pushing:  # never while _push_latest decides what to evict
+                return super().poll()
         value = super().poll()
         if value is not EMPTY and value is not END:
             self.consumed(1)
         return value
 
     def consumed(self, n: int) -> None:
-        # An emitter waits only after seeing the buffer full (under _cond), and it alone
-        # pushes, so the pop that made room leaves len + n >= buffer_size: only that pop
-        # needs the lock and the notify (taking _cond orders it after the emitter's wait()).
+        # An emitter waits only after seeing the buffer full (under _cond), so the pop that
+        # made room leaves len + n >= buffer_size: only that pop needs the lock and the
+        # notify (taking _cond orders it after the emitter's wait()). All waiters wake: with
+        # two emitters, the one that pushes first refills the buffer, the other waits again
+        # and is woken by the next such pop.
         if self._strategy is Overflow.BLOCK and len(self._items) + n >= self._buffer_size:
             with self._cond:
-                self._cond.notify()  # room again: release the waiting emitter
+                self._cond.notify_all()  # room again: release the waiting emitters
 
     def interrupt(self) -> None:
         # Cancel while the owned thread holds the emitter lease, maybe blocked in the source
@@ -410,11 +449,10 @@ class _ObservableSource(_BufferSource[T]):
         self._release()
 
     def close(self) -> None:
+        self._discard()  # §3.13: a push racing the cancel is dropped, not left behind
         with self._cond:
-            self._done = True
             self._cond.notify_all()  # a blocked emitter wakes, sees _done and stops
         self._release()
-        self._items.clear()  # §3.13
 
     def _release(self) -> None:
         with self._cond:
@@ -812,8 +850,7 @@ class _ProcessorSource(_BufferSource[R]):
         self._processor._replenish()
 
     def close(self) -> None:
-        self._done = True
-        self._items.clear()  # §3.13
+        self._discard()  # §3.13
         self._processor._cancel_upstream()
 
 

@@ -84,9 +84,6 @@ class Source(Generic[T]):
     """True when ``values()`` iterates elements already in memory (a list, a range): pulling
     never blocks, so the drain may copy a chunk of them into a fused sink at once (C speed)
     before its consumer sees any, without holding back an element that is slow to come."""
-    shared_pops: bool = False
-    """True when something besides the drain pops ``queue`` (a buffer whose producer drops
-    the oldest): the drain then never moves it in one batch, it pops one element at a time."""
 
     def consumed(self, n: int) -> None:
         """A fused source's ``n`` elements were delivered (only called when ``queue`` is set)."""
@@ -252,6 +249,7 @@ class DrainSubscription(Generic[T]):
         "_lessee",
         "_lock",
         "_policy",
+        "_requested",
         "_sink",
         "_source",
         "_subscriber",
@@ -264,6 +262,7 @@ class DrainSubscription(Generic[T]):
         self._lock = threading.Lock()
         self._wip = 1  # held by start() until on_subscribe has returned (§1.3, §1.9)
         self._demand = 0
+        self._requested = 0  # every valid request added up (saturating): see ``requested``
         self._cancelled = False
         self._done = False
         self._bad_request: Exception | None = None
@@ -306,6 +305,7 @@ class DrainSubscription(Generic[T]):
                     self._bad_request = error
             else:
                 self._demand = add_cap(self._demand, n)  # §3.17
+                self._requested = add_cap(self._requested, n)
             self._wip += 1
             if self._wip != 1:  # §3.3: someone is draining; it will see the new demand
                 return
@@ -349,6 +349,13 @@ class DrainSubscription(Generic[T]):
         Includes a lessee's credit, except while it is delivering an element."""
         with self._lock:
             return add_cap(self._demand, self._credit)
+
+    @property
+    def requested(self) -> int:
+        """Everything requested so far, added up (saturating at ``UNBOUNDED``): never lowered
+        by emission, so a push source can tell exactly whether one more element was asked
+        for, even while the drain is delivering (``demand`` is settled once per pass)."""
+        return self._requested
 
     def delivering_here(self) -> bool:
         """True when called on the thread that is delivering this subscription's signals right
@@ -703,30 +710,25 @@ class DrainSubscription(Generic[T]):
         by a C iterator, telling it ``consumed(n)`` after each, so it can request more
         upstream; -1 once terminated."""
         sink = self._sink
-        shared = source.shared_pops
-        if sink is not None and not shared:
+        if sink is not None:
             return self._move_queued(source, queue, sink, limit)
         emitted = 0
         every = source.replenish_every or limit
         on_next = subscriber.on_next
         while emitted != limit:
-            # We are the only consumer, so the n queued now stay until we pop them; a queue
-            # its producer also pops (shared) may empty under us: one element at a time.
-            n = 1 if shared else min(len(queue), limit - emitted, every)
+            # We are the only consumer, so the n queued now stay until we pop them.
+            n = min(len(queue), limit - emitted, every)
             if not n:
                 break  # empty: the source wakes the drain when it has more
-            try:
-                for value in map(deque.popleft, repeat(queue, n)):  # no __eq__, unlike iter()
-                    try:
-                        on_next(value)
-                    except Exception as exc:  # §2.13
-                        self._subscriber_failed(source, exc)
-                        return -1
-                    if self._cancelled:  # §3.12
-                        self._stop_cancelled(source)
-                        return -1
-            except IndexError:  # a shared queue was empty
-                break
+            for value in map(deque.popleft, repeat(queue, n)):  # no __eq__, unlike iter()
+                try:
+                    on_next(value)
+                except Exception as exc:  # §2.13
+                    self._subscriber_failed(source, exc)
+                    return -1
+                if self._cancelled:  # §3.12
+                    self._stop_cancelled(source)
+                    return -1
             emitted += n
             source.consumed(n)
         return emitted
@@ -736,7 +738,7 @@ class DrainSubscription(Generic[T]):
     ) -> int:
         """Queue to fused queue: what is queued (up to ``limit``, §1.1) moves in one C-speed
         ``extend``; the elements are already there, so batching delays none of them."""
-        n = len(queue)  # we are its only consumer (not shared_pops): n stay until we pop them
+        n = len(queue)  # we are its only consumer: the n queued stay until we pop them
         if n > limit:
             n = limit
         if n == 0:

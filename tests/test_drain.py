@@ -744,19 +744,14 @@ def test_on_loop_closing_mid_stream_fails_the_subscriber() -> None:
 class FusedPushSource(PushSource[T]):
     """A PushSource whose buffer the drain may pop directly (``queue``)."""
 
-    def __init__(self, shared_pops: bool) -> None:
+    def __init__(self) -> None:
         super().__init__()
         self.queue: deque[T] = self.queue_
-        self.shared_pops = shared_pops
 
 
-@pytest.mark.parametrize("shared_pops", [False, True])
-def test_queue_to_queue_moves_a_batch_only_when_the_drain_pops_alone(
-    shared_pops: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Into a QueueSink, a queue the drain alone pops moves in one extend (no on_next call); a
-    queue its producer also pops (drop-oldest) goes element by element, so a pop racing the
-    move can never cut a batch short. Either way every element arrives, in order."""
+def test_queue_to_queue_moves_a_batch_in_one_extend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Into a QueueSink, a fused queue moves in one extend (no on_next call per element),
+    every element, in order."""
     from rs_core._prefetch import PrefetchQueue
 
     calls: list[int] = []
@@ -767,12 +762,12 @@ def test_queue_to_queue_moves_a_batch_only_when_the_drain_pops_alone(
         original(self, element)
 
     monkeypatch.setattr(PrefetchQueue, "on_next", counted)
-    source: FusedPushSource[int] = FusedPushSource(shared_pops)
+    source: FusedPushSource[int] = FusedPushSource()
     sink: PrefetchQueue[int] = PrefetchQueue(8)
     DrainSubscription(sink, source).start()
     source.push(*range(5))
     assert list(sink.queue) == [0, 1, 2, 3, 4]
-    assert calls == ([0, 1, 2, 3, 4] if shared_pops else [])
+    assert calls == []
 
 
 class ClosingSink(QueueSink[int]):

@@ -7,7 +7,9 @@ import gc
 import itertools
 import logging
 import runpy
+import sys
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -758,6 +760,135 @@ def test_two_threads_feeding_one_subject_never_strand_an_element(
     race(lambda: subject.on_next(1), lambda: subject.on_next(2))
     sub.await_count(2)
     assert sorted(sub.elements) == [1, 2]
+    sub.assert_no_violations()
+
+
+def test_block_two_threads_waiting_for_room_are_both_released() -> None:
+    """block, a Subject fed from two threads at once, a buffer of 2 and one request at a
+    time: both emitters end up waiting for room; every pop that makes room wakes all of
+    them (it woke one, and the other could wait for ever with room and demand)."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # thread switches at every chance: the race shows at once
+    try:
+        _two_emitters_waiting_for_room()
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def _two_emitters_waiting_for_room() -> None:
+    for _ in range(10):
+        subject: Subject[int] = Subject()
+        sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+        from_observable(subject, overflow="block", buffer_size=2).subscribe(sub)
+        sub.await_condition(lambda: len(subject.observers) == 1)  # noqa: B023
+        def emit(first: int) -> None:
+            for i in range(first, first + 50):
+                subject.on_next(i)  # noqa: B023
+
+        emitters = [threading.Thread(target=emit, args=(k * 100,), daemon=True) for k in range(2)]
+        for emitter in emitters:
+            emitter.start()
+        for n in range(1, 101):
+            sub.request(1)
+            sub.await_count(n)
+        for emitter in emitters:
+            emitter.join(5)
+            assert not emitter.is_alive()
+        assert sorted(sub.elements) == sorted(k * 100 + i for k in range(2) for i in range(50))
+
+
+def test_error_strategy_counts_the_element_being_delivered() -> None:
+    """overflow='error' fails on the first element without demand, even when it arrives
+    while the one element requested is still inside on_next (a push from on_next): the
+    drain settles its demand once per pass, so the check counts what was requested."""
+    subject: Subject[int] = Subject()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+    sub.on_next_hook = lambda x: subject.on_next(2) if x == 1 else None
+    from_observable(subject, overflow="error", buffer_size=8).subscribe(sub)
+    subject.on_next(1)
+    assert sub.elements == [1]
+    assert isinstance(sub.error, OverflowViolation) and "without demand" in str(sub.error)
+
+
+def test_latest_evicts_only_when_the_buffer_is_still_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    """latest, buffer [0, 1] full, no demand: the producer decides to evict the oldest while
+    a request on another thread makes room. The two are ordered: either the drain takes 0
+    first and nothing needs evicting, or 0 is evicted and the drain takes 1; never is 0
+    delivered and 1 evicted while there was room."""
+    import adapters.rx as rx_adapter
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+    requester: list[threading.Thread] = []
+
+    class Pinned(deque[Any]):
+        armed = False
+
+        def popleft(self) -> Any:  # the producer's eviction (the drain pops through poll)
+            if Pinned.armed:
+                Pinned.armed = False
+                thread = threading.Thread(target=lambda: sub.request(1))
+                requester.append(thread)
+                thread.start()
+                thread.join(0.5)  # runs now unless the eviction holds the drain off
+            return super().popleft()
+
+    monkeypatch.setattr(rx_adapter, "deque", Pinned)
+    dropped: list[int] = []
+    subject: Subject[int] = Subject()
+    from_observable(subject, overflow="latest", buffer_size=2, on_drop=dropped.append).subscribe(
+        sub
+    )
+    subject.on_next(0)
+    subject.on_next(1)
+    Pinned.armed = True
+    subject.on_next(2)
+    requester[0].join(5)
+    assert (sub.elements, dropped) == ([1], [0])
+    sub.assert_no_violations()
+
+
+def test_an_element_racing_the_rx_error_is_delivered_before_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Subject fed from two threads, on_next on one and on_error on the other at once:
+    the element either lands before the end is recorded (delivered, then on_error) or is
+    dropped; the error is never turned into on_complete."""
+    import adapters.rx as rx_adapter
+
+    at_append, go_append = threading.Event(), threading.Event()
+
+    class Pinned(deque[Any]):
+        def append(self, element: Any) -> None:
+            if element == "late":
+                at_append.set()
+                go_append.wait(0.5)  # held here unless the error's drain lets it through
+            super().append(element)
+
+    monkeypatch.setattr(rx_adapter, "deque", Pinned)
+    original_at_end = rx_adapter._BufferSource.at_end
+
+    def at_end(self: Any) -> bool:
+        over = original_at_end(self)
+        if over and threading.current_thread().name == "erring":
+            go_append.set()  # the element lands after at_end said "over"
+            time.sleep(0.05)
+        return over
+
+    monkeypatch.setattr(rx_adapter._ObservableSource, "at_end", at_end)
+    subject: Subject[str] = Subject()
+    sub: RecordingSubscriber[str] = RecordingSubscriber(10)
+    from_observable(subject, overflow="drop", buffer_size=8).subscribe(sub)
+    failure = RuntimeError("rx failed")
+    pushing = threading.Thread(target=subject.on_next, args=("late",))
+    pushing.start()
+    assert at_append.wait(5)
+    erring = threading.Thread(target=subject.on_error, args=(failure,), name="erring")
+    erring.start()
+    pushing.join(5)
+    erring.join(5)
+    sub.await_terminal()
+    assert sub.error is failure and not sub.completed
+    assert sub.elements in (["late"], [])
     sub.assert_no_violations()
 
 
