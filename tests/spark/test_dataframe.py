@@ -202,19 +202,33 @@ def test_nothing_is_computed_before_the_first_request(session: Any, tmp_path: An
 # -- cancellation ----------------------------------------------------------------------------
 
 
+def _reading_a_stuck_partition(
+    spark: Any, tag: str, request: int, delivered: int, **options: Any
+) -> tuple[RecordingSubscriber[Any], int]:
+    """Subscribe to fast_then_stuck, wait for ``delivered`` rows and for the tagged job then
+    running (the stuck partition's, or the prefetch's); return the subscriber and that job."""
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(request)
+    from_dataframe(fast_then_stuck(spark), job_tag=tag, **options).subscribe(subscriber)
+    subscriber.await_count(delivered, 120)
+    wait_until(lambda: active_jobs_for_tag(spark, tag) != [], 60, "the tagged job")
+    (job,) = active_jobs_for_tag(spark, tag)
+    return subscriber, job
+
+
+def _assert_cancelled_and_released(spark: Any, tag: str, job: int) -> None:
+    """The job was cancelled (FAILED, not finished) and the subscription's thread ended."""
+    wait_until(lambda: active_jobs_for_tag(spark, tag) == [], 60, "the job to be cancelled")
+    assert job_status(spark, job) == "FAILED"
+    wait_until(no_owned_threads, 30, "the owned thread to end")
+
+
 def test_cancel_interrupts_the_running_job_and_ends_the_thread(spark: Any) -> None:
     """Cancel while blocked on a busy partition: the job fails as cancelled, the thread ends,
     and nothing is signalled after the cancel."""
     tag = "cancel-blocked"
-    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(UNBOUNDED)
-    from_dataframe(fast_then_stuck(spark), job_tag=tag).subscribe(subscriber)
-    subscriber.await_count(5, 120)
-    wait_until(lambda: active_jobs_for_tag(spark, tag) != [], 60, "the stuck partition's job")
-    (stuck,) = active_jobs_for_tag(spark, tag)
+    subscriber, stuck = _reading_a_stuck_partition(spark, tag, UNBOUNDED, 5)
     subscriber.cancel()
-    wait_until(lambda: active_jobs_for_tag(spark, tag) == [], 60, "the job to be cancelled")
-    assert job_status(spark, stuck) == "FAILED"  # cancelled, not finished
-    wait_until(no_owned_threads, 30, "the owned thread to end")
+    _assert_cancelled_and_released(spark, tag, stuck)
     subscriber.expect_no_signals(0.2)
     assert not subscriber.is_terminated, (subscriber.completed, repr(subscriber.error))
 
@@ -223,17 +237,11 @@ def test_cancel_stops_the_prefetched_partition_job(spark: Any) -> None:
     """With prefetch_partitions, cancel after the first partition also stops the job that
     was computing the next one ahead of demand."""
     tag = "cancel-prefetch"
-    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(2)
-    from_dataframe(fast_then_stuck(spark), prefetch_partitions=True, job_tag=tag).subscribe(
-        subscriber
+    subscriber, prefetched = _reading_a_stuck_partition(
+        spark, tag, 2, 2, prefetch_partitions=True
     )
-    subscriber.await_count(2, 120)
-    wait_until(lambda: active_jobs_for_tag(spark, tag) != [], 60, "the prefetch job")
-    (prefetched,) = active_jobs_for_tag(spark, tag)
     subscriber.cancel()
-    wait_until(lambda: active_jobs_for_tag(spark, tag) == [], 60, "the prefetch job to stop")
-    assert job_status(spark, prefetched) == "FAILED"
-    wait_until(no_owned_threads, 30, "the owned thread to end")
+    _assert_cancelled_and_released(spark, tag, prefetched)
     assert len(subscriber.elements) == 2
 
 
@@ -241,17 +249,11 @@ def test_a_bad_request_during_a_busy_partition_ends_the_stream_at_once(spark: An
     """§3.9: request(0) while the subscription's thread waits on a busy partition: the job
     is cancelled and on_error arrives now, not once the partition is done (hours here)."""
     tag = "bad-request-blocked"
-    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(UNBOUNDED)
-    from_dataframe(fast_then_stuck(spark), job_tag=tag).subscribe(subscriber)
-    subscriber.await_count(5, 120)
-    wait_until(lambda: active_jobs_for_tag(spark, tag) != [], 60, "the stuck partition's job")
-    (stuck,) = active_jobs_for_tag(spark, tag)
+    subscriber, stuck = _reading_a_stuck_partition(spark, tag, UNBOUNDED, 5)
     subscriber.request(0)
     subscriber.await_terminal(60)
     assert isinstance(subscriber.error, ValueError) and "§3.9" in str(subscriber.error)
-    wait_until(lambda: active_jobs_for_tag(spark, tag) == [], 60, "the job to be cancelled")
-    assert job_status(spark, stuck) == "FAILED"
-    wait_until(no_owned_threads, 30, "the owned thread to end")
+    _assert_cancelled_and_released(spark, tag, stuck)
     subscriber.assert_no_violations()
 
 
@@ -260,15 +262,10 @@ def test_an_abandoned_subscription_stops_its_prefetched_job(spark: Any) -> None:
     partition: once the subscription is collected, that job is cancelled too, not only the
     socket closed."""
     tag = "abandoned-prefetch"
-    subscriber: RecordingSubscriber[Any] | None = RecordingSubscriber(3)
-    assert subscriber is not None
-    from_dataframe(fast_then_stuck(spark), prefetch_partitions=True, job_tag=tag).subscribe(
-        subscriber
+    subscriber, prefetched = _reading_a_stuck_partition(
+        spark, tag, 3, 3, prefetch_partitions=True
     )
-    subscriber.await_count(3, 120)
-    wait_until(lambda: active_jobs_for_tag(spark, tag) != [], 60, "the prefetch job")
-    (prefetched,) = active_jobs_for_tag(spark, tag)
-    subscriber = None
+    del subscriber  # the only reference: the subscription goes with it
 
     def collected_and_stopped() -> bool:
         gc.collect()
