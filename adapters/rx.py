@@ -163,10 +163,13 @@ class _BufferSource(Source[T]):
         self._wake()
 
     def _discard(self) -> None:
-        """Cancel: record the end and drop the buffer, ordered against pushes (§3.13)."""
+        """Cancel: record the end and drop the buffer, ordered against pushes (§3.13). The
+        elements are let go after the lock: a finalizer of theirs never runs under it."""
         with self._pushing:
             self._done = True
+            dropped = self._items.copy()
             self._items.clear()
+        dropped.clear()
 
     def poll(self) -> T | _Marker:
         done = self._done  # read before the queue: every push happened before _done was set

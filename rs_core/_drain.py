@@ -541,7 +541,14 @@ class DrainSubscription(Generic[T]):
 
     def _task_done(self, task: Future[Any]) -> None:
         if task.cancelled():  # the drain never ran, and the WIP it was given is still held
-            self._unschedulable(RuntimeError("the executor cancelled the drain's task"))
+            # The executor cancels under its own lock (shutdown(cancel_futures=True)): the
+            # subscriber hears it on a thread of its own, never under that lock.
+            threading.Thread(
+                target=self._unschedulable,
+                args=(RuntimeError("the executor cancelled the drain's task"),),
+                name="rs-drain-cancelled",
+                daemon=True,
+            ).start()
 
     def _unschedulable(self, exc: RuntimeError) -> None:
         """The policy cannot run the drain any more: end the subscription (§3.13). Called by

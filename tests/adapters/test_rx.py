@@ -9,7 +9,6 @@ import logging
 import runpy
 import sys
 import threading
-import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -855,7 +854,7 @@ def test_an_element_racing_the_rx_error_is_delivered_before_it(
     dropped; the error is never turned into on_complete."""
     import adapters.rx as rx_adapter
 
-    at_append, go_append = threading.Event(), threading.Event()
+    at_append, go_append, appended = threading.Event(), threading.Event(), threading.Event()
 
     class Pinned(deque[Any]):
         def append(self, element: Any) -> None:
@@ -863,6 +862,8 @@ def test_an_element_racing_the_rx_error_is_delivered_before_it(
                 at_append.set()
                 go_append.wait(0.5)  # held here unless the error's drain lets it through
             super().append(element)
+            if element == "late":
+                appended.set()
 
     monkeypatch.setattr(rx_adapter, "deque", Pinned)
     original_at_end = rx_adapter._BufferSource.at_end
@@ -871,7 +872,7 @@ def test_an_element_racing_the_rx_error_is_delivered_before_it(
         over = original_at_end(self)
         if over and threading.current_thread().name == "erring":
             go_append.set()  # the element lands after at_end said "over"
-            time.sleep(0.05)
+            appended.wait(0.5)
         return over
 
     monkeypatch.setattr(rx_adapter._ObservableSource, "at_end", at_end)
