@@ -51,14 +51,16 @@ class Replenisher:
     """The consumer side of a prefetch window: request ``prefetch`` up front, then ``limit``
     more each time ``limit`` elements were consumed (Reactor's and RxJava's 75% rule).
 
-    Not thread-safe: one consumer owns it. ``consumed()`` returns how much to request now.
+    Not thread-safe: one consumer owns it. ``consumed()`` returns how much to request now;
+    ``requested`` is the total asked for so far, counting each amount before the caller
+    requests it, so an ``on_next`` it allows never sees the total stale (§1.1 by count).
 
     Args:
         prefetch: the window, the most ever requested ahead of consumption (> 0).
         limit: the replenish threshold; ``prefetch - prefetch // 4`` by default.
     """
 
-    __slots__ = ("_count", "limit", "prefetch")
+    __slots__ = ("_count", "limit", "prefetch", "requested")
 
     def __init__(self, prefetch: int, limit: int | None = None) -> None:
         if type(prefetch) is not int or prefetch <= 0:
@@ -70,6 +72,7 @@ class Replenisher:
         self.prefetch = prefetch
         self.limit = UNBOUNDED if prefetch == UNBOUNDED else limit
         self._count = 0
+        self.requested = prefetch  # requested up front by the consumer, before any on_next
 
     def consumed(self, n: int = 1) -> int:
         """Record ``n`` consumed elements; return the demand to request now (0 for none)."""
@@ -78,5 +81,6 @@ class Replenisher:
         self._count += n
         if self._count >= self.limit:
             due, self._count = self._count, 0
+            self.requested += due
             return due
         return 0

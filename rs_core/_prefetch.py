@@ -57,7 +57,6 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         "_queue",
         "_received",
         "_replenisher",
-        "_requested",
         "_upstream",
         "_wake",
         "queue",
@@ -77,9 +76,8 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         self._done = False
         self._error: Exception | None = None
         self._wake: Callable[[], None] = _nothing
-        # §1.1, exactly: each total has one writer, and _requested grows before the
-        # request() that allows the elements, so on_next never sees it stale.
-        self._requested = 0  # the consumer's (and on_subscribe's)
+        # §1.1, exactly: on_next counts against the Replenisher's total requested (written by
+        # the consumer before each request); each count has one writer.
         self._received = 0  # the upstream's on_next (a fused upstream drain keeps §1.1 itself)
 
     @property
@@ -100,7 +98,6 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         if duplicate:  # §2.5, or closed before upstream subscribed
             subscription.cancel()
             return
-        self._requested = self._replenisher.prefetch
         subscription.request(self._replenisher.prefetch)
 
     def on_next(self, element: T) -> None:
@@ -109,11 +106,12 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         if self._done:
             return  # §2.8: late elements after close
         self._received += 1
-        if self._received > self._requested:  # §1.1
+        requested = self._replenisher.requested
+        if self._received > requested:  # §1.1
             self._fail_upstream(
                 OverflowViolation(
                     f"§1.1: upstream signalled on_next number {self._received}, beyond the "
-                    f"{self._requested} requested in all (prefetch={self._prefetch})"
+                    f"{requested} requested in all (prefetch={self._prefetch})"
                 )
             )
             return
@@ -171,8 +169,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
     def _request(self, due: int) -> None:
         upstream = self._upstream
         if upstream is not None:
-            self._requested += due  # before the request: see __init__
-            upstream.request(due)
+            upstream.request(due)  # the Replenisher counted ``due`` already (§1.1)
 
     def at_end(self) -> bool:
         return self._done and not self._queue

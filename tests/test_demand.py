@@ -171,6 +171,18 @@ def test_replenisher_requests_limit_after_limit_consumed() -> None:
     assert [replenisher.consumed() for _ in range(6)] == [0, 0, 0, 0, 0, 6]
 
 
+@given(st.lists(st.integers(min_value=1, max_value=50), max_size=40))
+def test_replenisher_requested_is_the_prefetch_plus_every_due(consumed: list[int]) -> None:
+    """``requested`` adds up the prefetch and every amount consumed() said to request, as it
+    says it (§1.1 by count), and never runs more than prefetch ahead of consumption."""
+    replenisher = Replenisher(16)
+    total = 16
+    for n in consumed:
+        total += replenisher.consumed(n)
+        assert replenisher.requested == total
+    assert replenisher.requested - sum(consumed) <= 16
+
+
 @given(st.integers(min_value=1, max_value=1000))
 def test_replenisher_with_unbounded_prefetch_never_requests_again(n: int) -> None:
     """§3.17: with an UNBOUNDED window nothing is ever re-requested."""
