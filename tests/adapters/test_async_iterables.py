@@ -383,7 +383,8 @@ class TestFromAsyncIterable:
 
         async def main() -> None:
             from_async_iterable(ticks()).subscribe(sub)
-            await asyncio.sleep(0.05)
+            while len(sub.elements) < 3:  # the pump is running, awaiting the next tick
+                await asyncio.sleep(0.005)
 
         asyncio.run(main(), debug=True)
         sub.await_terminal()
