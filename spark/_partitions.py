@@ -26,12 +26,13 @@ the stream as demand reaches it. Cancel interrupts the operations by tag.
 
 from __future__ import annotations
 
+import atexit
+import queue
 import socket
 import threading
 import uuid
 import weakref
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from typing import Any, Final, Literal
 
 import pyarrow as pa
@@ -54,7 +55,11 @@ Mode = Literal["rows", "arrow"]
 
 _TAG_PREFIX: Final = "rs-spark-"
 
-_canceller: ThreadPoolExecutor | None = None
+# Cancel calls waiting for the canceller thread. A SimpleQueue, because the finalizer of an
+# abandoned reader puts into it, and a finalizer may run on any thread at any allocation, even
+# one that holds a lock cancel_later or an executor would take: put() takes none that matter.
+_cancels: queue.SimpleQueue[tuple[Callable[..., object], tuple[Any, ...]]] = queue.SimpleQueue()
+_canceller: threading.Thread | None = None
 _canceller_lock = threading.Lock()
 
 
@@ -104,27 +109,47 @@ def check_read_options(mode: str, max_rows_per_batch: int | None) -> None:
             )
 
 
-def cancel_later(fn: Any, *args: Any) -> None:
+def cancel_later(fn: Callable[..., object], *args: Any) -> None:
     """Run a Spark cancel call on the module's canceller thread: ``cancel()`` never blocks (§3.5).
 
     One long-lived thread serves every subscription: cancel calls are short RPCs, and a
     thread per cancel would cost a JVM thread per cancel in py4j's pinned-thread mode.
     """
+    start_canceller()
+    _cancels.put((fn, args))
+
+
+def start_canceller() -> None:
+    """Start the canceller thread once (it is a daemon: calls still queued at exit run then)."""
     global _canceller
     with _canceller_lock:
         if _canceller is None:
-            _canceller = ThreadPoolExecutor(1, thread_name_prefix="rs-spark-cancel")
-        executor = _canceller
+            _canceller = threading.Thread(
+                target=_cancel_forever, name="rs-spark-cancel", daemon=True
+            )
+            _canceller.start()
 
-    def run() -> None:
+
+def _cancel_forever() -> None:
+    while True:
+        _run(*_cancels.get())
+
+
+@atexit.register
+def _cancel_pending() -> None:
+    """At exit, run the cancel calls the daemon thread has not reached yet."""
+    while True:
         try:
-            fn(*args)
-        except Exception:  # the session may be gone: nothing left to cancel
-            pass
+            call = _cancels.get_nowait()
+        except queue.Empty:
+            return
+        _run(*call)
 
+
+def _run(fn: Callable[..., object], args: tuple[Any, ...]) -> None:
     try:
-        executor.submit(run)
-    except RuntimeError:  # interpreter shutting down
+        fn(*args)
+    except Exception:  # the session may be gone: nothing left to cancel
         pass
 
 
@@ -221,6 +246,7 @@ class _ClassicReader(Reader):
         # A subscription abandoned without cancel is collected with its reader: close the
         # socket then (the finalizer holds it), not whenever the collector reaches it, and
         # stop the job a prefetch (or a read in progress) may still be running.
+        start_canceller()  # now: the finalizer must only put into the queue
         self._finalizer = weakref.finalize(self, _abandoned, sockfile, sock, sc, self.tags[0])
         stream = _serve(self, sockfile, sock, server, serializer)
         if schema is not None:
@@ -331,10 +357,13 @@ def spark_error(exc: Exception) -> Exception:
 
 
 def _abandoned(sockfile: Any, sock: socket.socket, sc: Any, tag: str) -> None:
-    """A reader collected without ``close()``: release its socket and stop its jobs."""
+    """A reader collected without ``close()``: release its socket and stop its jobs.
+
+    Runs on whichever thread the collector interrupts, maybe inside a lock of ours or of an
+    executor: it takes none, only hands the py4j call (which may block) to the canceller.
+    """
     _close_quietly(sockfile, sock)
-    cancel_later(sc.cancelJobsWithTag, tag)  # never on the collector's thread: it may be
-    # any thread, and a py4j call may block
+    _cancels.put((sc.cancelJobsWithTag, (tag,)))
 
 
 def _close_quietly(sockfile: Any, sock: socket.socket) -> None:
@@ -368,9 +397,7 @@ def _chunks(batch: Any, max_rows: int | None) -> Iterator[Any]:
 class _ConnectReader(Reader):
     """Reader on a Spark Connect session: the client's lazy gRPC result stream."""
 
-    def __init__(
-        self, df: Any, mode: Mode, max_rows: int | None, tags: tuple[str, ...]
-    ) -> None:
+    def __init__(self, df: Any, mode: Mode, max_rows: int | None, tags: tuple[str, ...]) -> None:
         super().__init__(tags)
         self._df = df
         self._mode = mode

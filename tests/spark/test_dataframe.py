@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -30,6 +31,7 @@ from spark_helpers import (  # noqa: E402
 from rs_core import UNBOUNDED  # noqa: E402
 from rs_core.testing import RecordingSubscriber  # noqa: E402
 from spark import from_dataframe  # noqa: E402
+from spark import _partitions  # noqa: E402
 from spark._partitions import is_connect  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -273,6 +275,34 @@ def test_an_abandoned_subscription_stops_its_prefetched_job(spark: Any) -> None:
 
     wait_until(collected_and_stopped, 60, "the abandoned prefetch job to stop")
     assert job_status(spark, prefetched) == "FAILED"
+
+
+def test_the_abandoned_finalizer_takes_no_lock_of_ours() -> None:
+    """The collector may run a reader's finalizer on any thread, at any allocation: even on
+    one inside ``cancel_later`` holding its lock. The finalizer must not wait for that lock
+    (a deadlock with itself); its cancel still runs once the lock is free."""
+    cancelled = threading.Event()
+
+    class Context:
+        def cancelJobsWithTag(self, tag: str) -> None:  # noqa: N802 (Spark's name)
+            assert tag == "gc-tag"
+            cancelled.set()
+
+    _partitions.start_canceller()  # as open() does before it creates the finalizer
+    left, right = socket.socketpair()
+    finalizer_returned = threading.Event()
+
+    def collected_inside_cancel_later() -> None:
+        with _partitions._canceller_lock:  # where an allocation in cancel_later may collect
+            _partitions._abandoned(right.makefile("rwb"), right, Context(), "gc-tag")
+            finalizer_returned.set()
+
+    thread = threading.Thread(target=collected_inside_cancel_later, daemon=True)
+    thread.start()
+    assert finalizer_returned.wait(10), "the finalizer waited for a lock its thread holds"
+    assert cancelled.wait(10), "the abandoned reader's jobs were never cancelled"
+    assert right.fileno() == -1  # its socket was closed
+    left.close()
 
 
 def test_cancel_before_any_request_runs_no_job(spark: Any) -> None:
