@@ -82,6 +82,7 @@ class _HandOff(AsyncObserver[T], Source[T]):
     __slots__ = (
         "_closed",
         "_disposable",
+        "_ended",
         "_loop",
         "_permit",
         "_slot",
@@ -100,6 +101,7 @@ class _HandOff(AsyncObserver[T], Source[T]):
         self._permit: asyncio.Future[None] | None = None
         self._closed = False
         self._disposable: AsyncDisposable | None = None
+        self._ended: asyncio.Future[None] | None = None  # resolved by close (see _subscribe)
         self._wake: Callable[[], None] | None = None
 
     # -- upstream: aioreactive's side ----------------------------------------------------
@@ -111,6 +113,8 @@ class _HandOff(AsyncObserver[T], Source[T]):
             _spawn(self._loop, self._subscribe(source), "subscribing the source")
 
     async def _subscribe(self, source: AsyncObservable[T]) -> None:
+        """Subscribe, then watch the loop until close(): this task is ours alone, so if it is
+        cancelled before then, the loop is shutting down (the end of ``asyncio.run``)."""
         try:
             disposable = await source.subscribe_async(self)
         except Exception as exc:  # §1.4: a source that cannot be subscribed to fails
@@ -118,8 +122,21 @@ class _HandOff(AsyncObserver[T], Source[T]):
             return
         if self._closed:  # cancelled while subscribing
             await disposable.dispose_async()
-        else:
-            self._disposable = disposable
+            return
+        self._disposable = disposable
+        ended = self._ended = self._loop.create_future()
+        try:
+            await ended
+        except asyncio.CancelledError:
+            # Nothing will run the source again; a subscriber waiting with demand on another
+            # thread must hear it (§1.4), not wait forever.
+            await self.athrow(
+                RuntimeError(
+                    "from_async_observable(): the event loop is shutting down (its tasks were "
+                    "cancelled); the stream cannot go on"
+                )
+            )
+            raise
 
     def _check_loop(self) -> None:
         if asyncio._get_running_loop() is not self._loop:
@@ -214,6 +231,9 @@ class _HandOff(AsyncObserver[T], Source[T]):
 
     def _dispose(self) -> None:
         self._release_senders()
+        ended, self._ended = self._ended, None
+        if ended is not None and not ended.done():
+            ended.set_result(None)  # the watch in _subscribe ends
         disposable, self._disposable = self._disposable, None
         if disposable is not None:  # else _subscribe disposes once subscribe_async returns
             _spawn(self._loop, disposable.dispose_async(), "disposing the source")
@@ -229,9 +249,10 @@ class AsyncObservablePublisher(Generic[T]):
     never runs ahead of demand (§1.1); a source that does not await (aioreactive's
     ``from_iterable``, a mailbox) queues inside aioreactive, not here. ``athrow``/``aclose``
     become ``on_error``/``on_complete`` after the element in the slot (§1.4, §1.5), even
-    without demand (§1.2). Signals are delivered on the loop by the drain loop; ``request``
-    and ``cancel`` may come from any thread. Cancel disposes the aioreactive subscription and
-    lets a waiting ``asend`` return (its element dropped) (§3.12, §3.13).
+    without demand (§1.2); so does the loop shutting down before the end (``on_error``).
+    Signals are delivered on the loop by the drain loop; ``request`` and ``cancel`` may come
+    from any thread. Cancel disposes the aioreactive subscription and lets a waiting ``asend``
+    return (its element dropped) (§3.12, §3.13).
     """
 
     __slots__ = ("__weakref__", "_loop", "_source")

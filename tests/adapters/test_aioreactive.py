@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -16,7 +17,7 @@ from expression.system import AsyncDisposable
 from adapters.aioreactive import from_async_observable, to_async_observable
 from adapters.async_iterables import from_async_iterable, to_async_iterator
 from adapters.iterables import from_iterable
-from rs_core import Subscriber, checked
+from rs_core import UNBOUNDED, Subscriber, checked
 from rs_core.testing import RecordingSubscriber
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -239,6 +240,28 @@ class TestFromAsyncObservable:
         settle(loop)
         assert all(task.done() for task in source.tasks)
         assert sub.elements == [0, 1] and not sub.is_terminated
+
+    def test_the_loop_shutting_down_mid_stream_fails_the_stream(self) -> None:
+        """asyncio.run ending (it cancels every task) while the subscriber, on another thread,
+        still has demand outstanding: it gets on_error instead of waiting forever."""
+
+        async def ticks() -> AsyncIterator[int]:
+            for i in itertools.count():
+                await asyncio.sleep(0.005)
+                yield i
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+
+        async def main() -> None:
+            from_async_observable(rx.from_async_iterable(ticks())).subscribe(sub)
+            while len(sub.elements) < 3:  # the source is running, awaiting the next tick
+                await asyncio.sleep(0.005)
+
+        asyncio.run(main(), debug=True)
+        sub.await_terminal(5)
+        assert sub.elements == list(range(len(sub.elements))) and sub.elements
+        assert isinstance(sub.error, RuntimeError) and "shutting down" in str(sub.error)
+        sub.assert_no_violations()
 
     def test_subscribe_async_failure_is_on_error(self, loop: asyncio.AbstractEventLoop) -> None:
         """A source whose subscribe_async raises fails the subscriber (§1.4)."""

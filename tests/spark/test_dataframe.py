@@ -30,8 +30,7 @@ from spark_helpers import (  # noqa: E402
 
 from rs_core import UNBOUNDED  # noqa: E402
 from rs_core.testing import RecordingSubscriber  # noqa: E402
-from spark import from_dataframe  # noqa: E402
-from spark import _partitions  # noqa: E402
+from spark import _partitions, from_dataframe  # noqa: E402
 from spark._partitions import is_connect  # noqa: E402
 
 pytestmark = pytest.mark.spark
