@@ -451,28 +451,50 @@ class BatchSubscriber(Generic[T]):
 
 @final
 class _ArrowBatcher:
-    """Turns a list of elements into Arrow record batches of one fixed schema.
+    """Turns a list of elements into Arrow record batches of one schema, as Spark would.
 
-    Elements may be ``pyarrow.RecordBatch`` / ``pyarrow.Table`` (passed through), ``Row``,
-    mappings (column -> value), tuples or lists (columns named by the schema, else ``_1``,
-    ``_2``, … as Spark names tuple fields) or scalars (one column named ``value``). Without a
-    schema, the first batch's inferred Arrow schema is kept for every later batch.
+    ``pyarrow.RecordBatch`` / ``pyarrow.Table`` elements pass through (cast to the schema).
+    Any other element goes through pyspark's own conversion of local data to Arrow (the one
+    ``createDataFrame`` uses on Spark Connect), so values mean what they mean to Spark: a
+    naive ``datetime`` is local time, a ``dict`` value is a map, a ``Decimal`` is
+    ``DECIMAL(38, 18)``, a tuple fills a struct. Elements may be ``Row``, dicts (columns in
+    sorted order, as Spark infers them), tuples or lists (named by the schema, else ``_1``,
+    ``_2``, …), objects with a ``__dict__``, or scalars (one column named ``value``).
+
+    Without a schema, Spark's inference over the whole first batch gives it (read with the
+    session's inference settings); a type it could not determine there (a column, or a
+    nested field, all ``None``) is taken from the next batches that have a value.
     """
 
-    __slots__ = ("schema", "spark_schema")
+    __slots__ = ("_given", "_infer", "_large", "schema", "spark_schema")
 
-    def __init__(self, schema: StructType | str | None) -> None:
+    def __init__(self, schema: StructType | str | None, session: SparkSession) -> None:
+        from pyspark.sql.types import StructType
+
+        conf = session.conf
+        self._large = conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
+        self._infer = {
+            "infer_dict_as_struct": conf.get(
+                "spark.sql.pyspark.inferNestedDictAsStruct.enabled", "false"
+            )
+            == "true",
+            "prefer_timestamp_ntz": conf.get("spark.sql.timestampType", "TIMESTAMP_LTZ")
+            == "TIMESTAMP_NTZ",
+        }
+        self._given = schema is not None
         self.spark_schema: StructType | None = None
-        self.schema: pa.Schema | None = None
+        self.schema: pa.Schema | None = None  # every batch is cast to it
         if schema is not None:
-            from pyspark.sql.pandas.types import to_arrow_schema
-            from pyspark.sql.types import StructType, _parse_datatype_string
-
-            spark_schema = _parse_datatype_string(schema) if isinstance(schema, str) else schema
+            spark_schema = session._parse_ddl(schema) if isinstance(schema, str) else schema
             if not isinstance(spark_schema, StructType):
                 raise TypeError(f"schema must describe a struct, got {spark_schema!r}")
             self.spark_schema = spark_schema
-            self.schema = to_arrow_schema(spark_schema, timezone="UTC")
+            self.schema = self._arrow(spark_schema)
+
+    def _arrow(self, spark_schema: StructType) -> pa.Schema:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        return to_arrow_schema(spark_schema, timezone="UTC", prefers_large_types=self._large)
 
     def convert(self, elements: Sequence[Any]) -> list[pa.RecordBatch]:
         first = elements[0]
@@ -481,21 +503,34 @@ class _ArrowBatcher:
             for element in elements:
                 batches = element.to_batches() if isinstance(element, pa.Table) else [element]
                 out.extend(self._fit(b) for b in batches)
-            return out
-        return [self._fit(pa.RecordBatch.from_pylist([self._record(e) for e in elements]))]
+            return self.unify(out)  # a later element may have typed an all-null column
+        return [self._fit(self._from_local(elements))]
 
-    def _record(self, element: Any) -> Mapping[str, Any]:
-        as_dict = getattr(element, "asDict", None)  # pyspark Row
-        if as_dict is not None:
-            return as_dict(recursive=True)  # type: ignore[no-any-return]
-        if isinstance(element, Mapping):
-            return element
-        if isinstance(element, tuple | list):
-            names = self.schema.names if self.schema is not None else None
-            if names is None:
-                names = [f"_{i + 1}" for i in range(len(element))]
-            return dict(zip(names, element, strict=True))
-        return {"value": element}
+    def _from_local(self, elements: Sequence[Any]) -> pa.RecordBatch:
+        from pyspark.sql import Row
+        from pyspark.sql.conversion import LocalDataToArrowConversion
+        from pyspark.sql.types import _has_nulltype, _infer_schema, _merge_type
+
+        first = elements[0]
+        names: list[str] | None = None
+        if isinstance(first, Mapping):  # Spark's inference sorts a dict's keys: so do we
+            data: list[Any] = [dict(sorted(e.items())) for e in elements]
+        elif isinstance(first, Row | tuple | list) or hasattr(first, "__dict__"):
+            data = list(elements)
+        else:  # scalars
+            data = [(e,) for e in elements]
+            names = ["value"]
+        schema = self.spark_schema
+        if not self._given and (schema is None or _has_nulltype(schema)):
+            inferred = _infer_schema(data[0], names, **self._infer)
+            for row in data[1:]:
+                inferred = _merge_type(inferred, _infer_schema(row, names, **self._infer))
+            schema = inferred if schema is None else _merge_type(schema, inferred)
+            self.spark_schema = schema
+            self.schema = self._arrow(schema)
+        assert schema is not None
+        table = LocalDataToArrowConversion.convert(data, schema, self._large)
+        return table.combine_chunks().to_batches()[0]
 
     def _fit(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         if self.schema is None:
@@ -503,7 +538,7 @@ class _ArrowBatcher:
             return batch
         if batch.schema.equals(self.schema):
             return batch
-        if self.spark_schema is None:
+        if not self._given:
             self.schema = _fill_null_types(self.schema, batch.schema)
         return batch.select(self.schema.names).cast(self.schema)
 
@@ -514,41 +549,83 @@ class _ArrowBatcher:
         assert schema is not None
         return [b if b.schema.equals(schema) else b.cast(schema) for b in batches]
 
+    def untyped(self) -> list[str]:
+        """The columns whose type is still unknown (Arrow ``null``, maybe nested)."""
+        schema = self.schema
+        return [] if schema is None else [f.name for f in schema if _has_null(f.type)]
+
+
+def _has_null(arrow_type: pa.DataType) -> bool:
+    if pa.types.is_null(arrow_type):
+        return True
+    return any(_has_null(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+
 
 def _fill_null_types(kept: pa.Schema, batch: pa.Schema) -> pa.Schema:
-    """An inferred schema whose column was all-null in the first batch (Arrow type ``null``)
-    takes that column's type from the first later batch that has values in it: Spark would
-    have inferred it from all the rows, and nothing can be cast to ``null``."""
+    """An inferred schema whose column was all-null in the first batch (Arrow type ``null``,
+    maybe nested: ``list<null>``, ``struct<x: null>``) takes that column's type from the
+    first later batch that has values in it: Spark would have inferred it from all the rows,
+    and nothing can be cast to ``null``."""
     for i, field in enumerate(kept):
-        if pa.types.is_null(field.type):
-            j = batch.get_field_index(field.name)
-            if j >= 0 and not pa.types.is_null(batch.field(j).type):
-                kept = kept.set(i, field.with_type(batch.field(j).type))
+        j = batch.get_field_index(field.name)
+        if j >= 0 and _has_null(field.type):
+            kept = kept.set(i, field.with_type(_filled(field.type, batch.field(j).type)))
     return kept
+
+
+def _filled(kept: pa.DataType, new: pa.DataType) -> pa.DataType:
+    """``kept`` with each ``null`` inside it replaced by the type ``new`` has there."""
+    if pa.types.is_null(kept):
+        return new
+    if pa.types.is_struct(kept) and pa.types.is_struct(new):
+        fields = []
+        for field in kept:
+            j = new.get_field_index(field.name)
+            fields.append(field if j < 0 else field.with_type(_filled(field.type, new[j].type)))
+        return pa.struct(fields)
+    if pa.types.is_map(kept) and pa.types.is_map(new):
+        return pa.map_(_filled(kept.key_type, new.key_type), _filled(kept.item_type, new.item_type))
+    if pa.types.is_large_list(kept) and pa.types.is_large_list(new):
+        return pa.large_list(kept.value_field.with_type(_filled(kept.value_type, new.value_type)))
+    if pa.types.is_list(kept) and pa.types.is_list(new):
+        return pa.list_(kept.value_field.with_type(_filled(kept.value_type, new.value_type)))
+    return kept
+
+
+def _batcher(
+    name: str, publisher: Publisher[Any], session: SparkSession, schema: StructType | str | None
+) -> _ArrowBatcher:
+    """What every sink checks before it subscribes, and the converter it then uses."""
+    _refuse_on_loop(name)
+    if publisher is None:
+        raise TypeError(f"{name}(): a Publisher is required, got None")
+    if not callable(getattr(session, "createDataFrame", None)):
+        raise TypeError(
+            f"{name}(): spark_session must be a SparkSession (classic or Connect), "
+            f"got {type(session).__name__}"
+        )
+    return _ArrowBatcher(schema, session)
 
 
 def _drain_batches(
     publisher: Publisher[Any],
+    batcher: _ArrowBatcher,
     batch_size: int,
-    schema: StructType | str | None,
-    on_batch: Callable[[list[pa.RecordBatch], _ArrowBatcher], None],
+    on_batch: Callable[[list[pa.RecordBatch]], None],
     max_batches: int | None = None,
 ) -> tuple[int, int]:
     """Subscribe a :class:`BatchSubscriber`; hand each converted batch to ``on_batch``.
 
     Stops (cancelling upstream) after ``max_batches`` batches when given.
     """
-    if publisher is None:
-        raise TypeError("a Publisher is required, got None")
     subscriber: BatchSubscriber[Any] = BatchSubscriber(batch_size)
-    batcher = _ArrowBatcher(schema)
     publisher.subscribe(subscriber)
     rows = batches = 0
     iterator = subscriber.batches()
     try:
         for elements in iterator:
             converted = batcher.convert(elements)
-            on_batch(converted, batcher)  # the next batch is requested only after this returns
+            on_batch(converted)  # the next batch is requested only after this returns
             rows += sum(b.num_rows for b in converted)
             batches += 1
             if batches == max_batches:
@@ -591,16 +668,9 @@ def to_dataframe(
         RuntimeError: when called on a thread running an asyncio event loop.
         Exception: the publisher's ``on_error``, or a conversion error (then cancelled).
     """
-    _refuse_on_loop("to_dataframe")
+    batcher = _batcher("to_dataframe", publisher, spark_session, schema)
     collected: list[pa.RecordBatch] = []
-    state: dict[str, _ArrowBatcher] = {}
-
-    def keep(batches: list[pa.RecordBatch], batcher: _ArrowBatcher) -> None:
-        collected.extend(batches)
-        state["batcher"] = batcher
-
-    _drain_batches(publisher, batch_size, schema, keep)
-    batcher = state.get("batcher") or _ArrowBatcher(schema)
+    _drain_batches(publisher, batcher, batch_size, collected.extend)
     if not collected:
         if batcher.spark_schema is None:
             raise ValueError("the publisher was empty: pass schema= to create an empty DataFrame")
@@ -619,6 +689,7 @@ class WriteStats:
 
 
 def _write(
+    name: str,
     publisher: Publisher[Any],
     spark: SparkSession,
     target: str,
@@ -629,13 +700,20 @@ def _write(
 ) -> WriteStats:
     if max_batches is not None and (type(max_batches) is not int or max_batches <= 0):
         raise ValueError(f"max_batches must be a positive int or None, got {max_batches!r}")
+    batcher = _batcher(name, publisher, spark, schema)
     start = time.perf_counter()
 
-    def write(batches: list[pa.RecordBatch], batcher: _ArrowBatcher) -> None:
+    def write(batches: list[pa.RecordBatch]) -> None:
+        untyped = batcher.untyped()
+        if untyped:  # written now: no later batch can tell what they hold
+            raise ValueError(
+                f"columns {untyped} hold only None (or empty collections) in the first "
+                "batch, so their type cannot be inferred; pass schema="
+            )
         frame = _create(spark, pa.Table.from_batches(batches), batcher)
         save(frame.coalesce(1))  # one file per batch
 
-    rows, batches = _drain_batches(publisher, batch_size, schema, write, max_batches)
+    rows, batches = _drain_batches(publisher, batcher, batch_size, write, max_batches)
     return WriteStats(rows, batches, time.perf_counter() - start, target)
 
 
@@ -672,8 +750,8 @@ def write_parquet(
             was written, the last batch possibly short), or the write's error (the
             subscription is cancelled first).
     """
-    _refuse_on_loop("write_parquet")
     return _write(
+        "write_parquet",
         publisher,
         spark_session,
         path,
@@ -698,8 +776,8 @@ def write_table(
     Same demand discipline as :func:`write_parquet`; the table is created on the first batch
     if it does not exist (``saveAsTable`` in append mode).
     """
-    _refuse_on_loop("write_table")
     return _write(
+        "write_table",
         publisher,
         spark_session,
         table,
@@ -708,4 +786,3 @@ def write_table(
         schema,
         max_batches,
     )
-

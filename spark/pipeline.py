@@ -478,4 +478,3 @@ def _total(windows: Iterable[Window]) -> Window:
     for w in windows:
         total = merge(total, Partial(*w))
     return Window(*total)
-

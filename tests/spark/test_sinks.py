@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import itertools
+import os
+import subprocess
+import sys
+import textwrap
 import threading
+import time
 from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,6 +97,112 @@ def test_to_dataframe_of_rows_from_from_dataframe(spark: Any) -> None:
     assert copy.orderBy("id").collect() == source.collect()
 
 
+def test_to_dataframe_infers_like_spark_over_the_whole_first_batch(session: Any) -> None:
+    """Without a schema, the columns and types are Spark's own inference over every row of
+    the first batch: a key missing from the first dict is a column still, dict values are
+    maps, Decimals DECIMAL(38,18), as createDataFrame gives for the same rows."""
+    rows = [
+        {"a": 1, "tags": {"k": 1}, "price": Decimal("1.50")},
+        {"a": 2, "b": "x", "tags": {}, "price": Decimal("1234567.25")},
+    ]
+    df = to_dataframe(from_iterable(rows), session, batch_size=10)
+    assert df.schema == session.createDataFrame(rows).schema
+    assert df.schema.simpleString() == (
+        "struct<a:bigint,price:decimal(38,18),tags:map<string,bigint>,b:string>"
+    )  # a column first seen in a later row comes last, as in Spark
+    assert [tuple(r) for r in df.collect()] == [
+        (1, Decimal("1.5"), {"k": 1}, None),
+        (2, Decimal("1234567.25"), {}, "x"),
+    ]
+
+
+def test_to_dataframe_with_a_schema_converts_values_as_spark_does(spark: Any) -> None:
+    """With a schema, values are converted for it as createDataFrame converts them: a key
+    missing from the first dict is null there, a tuple fills a struct, and a naive datetime
+    is local time (checked in a zone that is not UTC)."""
+    schema = "a LONG, b STRING, s STRUCT<x: STRING, n: INT>, ts TIMESTAMP"
+    when = datetime.datetime(2024, 1, 1, 12, 0)
+    rows = [{"a": 1, "s": ("p", 1), "ts": when}, {"a": 2, "b": "x", "s": None, "ts": when}]
+    zone = os.environ.get("TZ")
+    os.environ["TZ"] = "America/New_York"
+    time.tzset()
+    try:
+        ours = to_dataframe(from_iterable(rows), spark, schema=schema, batch_size=10).collect()
+        spark_own = spark.createDataFrame(rows, schema).collect()
+    finally:
+        if zone is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = zone
+        time.tzset()
+    assert ours == spark_own
+    assert [(r.a, r.b, r.s) for r in ours] == [(1, None, ("p", 1)), (2, "x", None)]
+
+
+def test_to_dataframe_of_rows_round_trips_decimals_and_maps(session: Any) -> None:
+    """from_dataframe (rows) into to_dataframe keeps a DECIMAL(10,2) column's values and
+    map columns (string or integer keys) as maps."""
+    source = session.sql(
+        "SELECT id, CAST(id * 1000.25 AS DECIMAL(10,2)) AS d, map('k', id) AS m, "
+        "map(id, 'v') AS n FROM range(3)"
+    )
+    copy = to_dataframe(from_dataframe(source), session, batch_size=2)
+    assert copy.schema.simpleString() == (
+        "struct<id:bigint,d:decimal(38,18),m:map<string,bigint>,n:map<bigint,string>>"
+    )
+    assert [tuple(r) for r in copy.orderBy("id").collect()] == [
+        tuple(r) for r in source.orderBy("id").collect()
+    ]
+
+
+def test_to_dataframe_types_a_nested_field_that_was_all_null_in_the_first_batch(
+    session: Any,
+) -> None:
+    """An empty list in every row of the first batch (list<null>) takes its element type
+    from a later batch, for rows and for Arrow batches alike."""
+    rows = [{"i": 0, "xs": []}, {"i": 1, "xs": [1, 2]}]
+    df = to_dataframe(from_iterable(rows), session, batch_size=1)
+    assert df.schema.simpleString() == "struct<i:bigint,xs:array<bigint>>"
+    assert [r.xs for r in df.orderBy("i").collect()] == [[], [1, 2]]
+    batches = [pa.RecordBatch.from_pylist([row]) for row in rows]
+    df = to_dataframe(from_iterable(batches), session, batch_size=1)
+    assert [r.xs for r in df.orderBy("i").collect()] == [[], [1, 2]]
+
+
+def test_to_dataframe_refuses_a_session_that_is_not_one_before_pulling() -> None:
+    """A wrong spark_session is a TypeError naming it, before anything is pulled."""
+    source = CountingGenerator()
+    with pytest.raises(TypeError, match="spark_session"):
+        to_dataframe(from_iterable(source), None, batch_size=10)  # type: ignore[arg-type]
+    assert source.pulled == 0
+
+
+def test_a_ddl_schema_works_with_only_a_connect_session(connect_server: Any) -> None:
+    """A DDL schema is parsed by the session given, so a process with only a Spark Connect
+    session (no classic SparkContext to parse it) can pass one."""
+    script = textwrap.dedent(
+        f"""
+        from pyspark.sql.connect.session import SparkSession
+        from adapters.iterables import from_iterable
+        from spark import to_dataframe
+        session = SparkSession.builder.remote({connect_server.url!r}).create()
+        df = to_dataframe(from_iterable([(1, "a")]), session, schema="k INT, v STRING")
+        print("ROWS", [tuple(r) for r in df.collect()], df.schema.simpleString())
+        session.stop()
+        """
+    )
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert "ROWS [(1, 'a')] struct<k:int,v:string>" in result.stdout, result.stderr[-3000:]
+
+
 def test_to_dataframe_of_an_empty_publisher_needs_a_schema(spark: Any) -> None:
     """An empty publisher gives an empty DataFrame with a schema, and ValueError without."""
     df = to_dataframe(from_iterable([]), spark, schema="a LONG")
@@ -146,6 +260,23 @@ def test_write_parquet_holds_one_batch_and_requests_after_each_write(
     assert pulled_at_write == [50, 100, 150, 200]  # nothing requested while a batch is written
     assert source.closed  # the subscription was cancelled after max_batches
     assert session.read.parquet(path).count() == 200
+
+
+@pytest.mark.parametrize("sink", ["write_parquet", "write_table"])
+def test_a_write_refuses_a_column_it_cannot_type(spark: Any, tmp_path: Any, sink: str) -> None:
+    """A column all None in the first batch cannot be typed before it is written (Spark's
+    createDataFrame refuses it too): a ValueError naming it and schema=, nothing written."""
+    rows = [{"i": i, "note": None if i < 3 else f"n{i}"} for i in range(8)]
+    spark.sql("DROP TABLE IF EXISTS rs_untyped")
+    path = str(tmp_path / "untyped")
+    target = path if sink == "write_parquet" else "rs_untyped"
+    write = write_parquet if sink == "write_parquet" else write_table
+    with pytest.raises(ValueError, match=r"\['note'\].*schema="):
+        write(from_iterable(rows), spark, target, batch_size=3)
+    assert not Path(path).exists() and not spark.catalog.tableExists("rs_untyped")
+    stats = write(from_iterable(rows), spark, target, batch_size=3, schema="i LONG, note STRING")
+    assert stats.rows == 8
+    spark.sql("DROP TABLE IF EXISTS rs_untyped")
 
 
 def test_write_table_appends_batch_by_batch(spark: Any) -> None:
