@@ -10,7 +10,11 @@
 - Cancel wakes the blocked sink, which abandons its micro-batch (failing it when the caller
   gave a checkpoint, so its offsets are not committed), and stops the query from a helper
   thread; ``cancel()`` itself never blocks.
-  A failing query becomes ``on_error`` with Spark's ``StreamingQueryException``.
+  A failing query becomes ``on_error`` with Spark's ``StreamingQueryException``. A query
+  stopped from outside (``query.stop()``, ``spark.streams``) while the subscriber is behind
+  is not held up: the blocked sink notices within ``_CHECK_EVERY`` and lets go of its
+  micro-batch, and the subscription completes after the elements already handed over (a
+  stopped session fails it instead).
 - Classic sessions only: Spark Connect runs ``foreachBatch`` in a server-side Python worker,
   where a driver-side subscriber cannot be reached; such a subscription gets ``on_error``.
 """
@@ -36,6 +40,7 @@ from spark._partitions import (
     make_reader,
     new_tag,
     spark_error,
+    stopped_session,
 )
 
 if TYPE_CHECKING:
@@ -67,6 +72,7 @@ class _StreamSource(Source[Any]):
         "_error",
         "_executor",
         "_options",
+        "_outside",
         "_query",
         "_queue",
         "_stopped",
@@ -90,6 +96,7 @@ class _StreamSource(Source[Any]):
         self._queue: deque[Any] = deque()
         self._query: Any = None
         self._stopped = False
+        self._outside = False  # the query or its session was stopped by someone else
         self._terminated = False
         self._error: Exception | None = None
         self._wake: Callable[[], None] = _nothing
@@ -176,13 +183,23 @@ class _StreamSource(Source[Any]):
         ).start()
 
     def _watch(self, query: Any) -> None:
-        """Wait for the query to end; turn its end into END or the error (§1.4)."""
+        """Wait for the query to end; turn its end into END or the error (§1.4). A stopped
+        session may never release ``awaitTermination``: it is looked at between waits."""
         error: Exception | None = None
         try:
-            query.awaitTermination()
-            failure = query.exception()
-            if failure is not None:
-                error = failure if isinstance(failure, Exception) else RuntimeError(str(failure))
+            while not query.awaitTermination(_CHECK_EVERY):
+                if self._stopped:
+                    return  # cancelled: close() stops the query
+                if stopped_session(self._df) is not None:
+                    break
+            why = stopped_session(self._df)  # its end may look like a stop: it is a failure
+            failure = None if why is not None else query.exception()
+            if why is not None:
+                error = RuntimeError(f"from_stream(): {why}")
+            elif isinstance(failure, Exception):
+                error = failure
+            elif failure is not None:
+                error = RuntimeError(str(failure))
         except Exception as exc:
             error = spark_error(exc)
         with self._cond:
@@ -203,19 +220,17 @@ class _StreamSource(Source[Any]):
         )
         try:
             for element in reader.open():
+                if not self._wait_for(self._has_room):  # block: the subscriber is behind
+                    return self._abandon(batch_id)
                 with self._cond:
-                    while len(self._queue) >= self._buffer_size and not self._stopped:
-                        self._cond.wait()  # block: the subscriber has not caught up
                     if self._stopped:
                         return self._abandon(batch_id)
                     self._queue.append(element)
                 self._wake()
-            with self._cond:  # the micro-batch ends only when all its elements were delivered
-                while self._queue and not self._stopped:
-                    self._cond.wait()
-                if self._stopped:
-                    return self._abandon(batch_id)
-                self.batches += 1
+            # The micro-batch ends only when all its elements were delivered.
+            if not self._wait_for(self._delivered):
+                return self._abandon(batch_id)
+            self.batches += 1
         except _Stopped:
             raise
         except Exception:
@@ -225,12 +240,53 @@ class _StreamSource(Source[Any]):
         finally:
             reader.close()
 
+    def _has_room(self) -> bool:
+        return len(self._queue) < self._buffer_size
+
+    def _delivered(self) -> bool:
+        return not self._queue
+
+    def _wait_for(self, ready: Callable[[], bool]) -> bool:
+        """Block the callback until ``ready()`` (checked under ``_cond``); False once
+        cancelled, or once the query was stopped from outside or its session stopped: then
+        nobody would ever take the rest, and ``query.stop()`` waits for this callback. The
+        session is looked at after every wait (Python-side state only); the query, a call
+        into the JVM, only when a wait timed out."""
+        while True:
+            with self._cond:
+                if self._stopped:
+                    return False
+                if ready():
+                    return True
+                notified = self._cond.wait(_CHECK_EVERY)
+            if stopped_session(self._df) is not None or (not notified and self._ended()):
+                self._outside = True
+                return False
+
+    def _ended(self) -> bool:
+        query = self._query
+        try:
+            return query is not None and not query.isActive  # false from stop()'s start
+        except Exception:  # the JVM is gone or going
+            return True
+
     def _abandon(self, batch_id: int) -> None:
-        """Cancelled mid-batch. With the caller's checkpoint, fail the batch so its offsets
-        are not committed (a restarted query reads it again); with our temporary checkpoint,
-        which is deleted anyway, return quietly (no failed-query noise in the logs)."""
+        """Cancelled or stopped mid-batch. With the caller's checkpoint, fail the batch so its
+        offsets are not committed (a restarted query reads it again); with our temporary
+        checkpoint, which is deleted anyway, return quietly (no failed-query noise)."""
         if self._options.checkpoint_location is not None:
+            if self._outside:
+                raise _Stopped(
+                    f"the query was stopped during micro-batch {batch_id}, before the "
+                    "subscriber took all of it; the batch is not committed"
+                )
             raise _Stopped(f"subscription cancelled during micro-batch {batch_id}")
+
+
+_TRIGGERS = frozenset({"processingTime", "once", "continuous", "availableNow"})
+
+_CHECK_EVERY = 0.5
+"""Seconds between two checks, by a blocked callback, that its query is still running."""
 
 
 def _nothing() -> None:
@@ -347,7 +403,9 @@ def from_stream(
         buffer_size: the most elements waiting between Spark and the subscriber.
         trigger: keyword arguments for ``DataStreamWriter.trigger`` (e.g.
             ``{"processingTime": "1 second"}`` or ``{"availableNow": True}``, which ends the
-            stream, and the subscription, once the available data is processed).
+            stream, and the subscription, once the available data is processed). A query
+            stopped from outside (``query.stop()``) completes the subscription after the
+            elements already handed over; a stopped session fails it.
         checkpoint_location: kept if given; else a temporary folder, removed on cancel/end.
         query_name: the streaming query's name.
         max_rows_per_batch: arrow mode: at most this many rows per batch.
@@ -362,6 +420,18 @@ def from_stream(
         raise TypeError("from_stream() requires a streaming DataFrame, got None")
     if not is_connect(streaming_df) and not streaming_df.isStreaming:
         raise ValueError("from_stream() requires a streaming DataFrame (spark.readStream...)")
+    if trigger is not None:
+        if not isinstance(trigger, Mapping):
+            raise TypeError(
+                "trigger must be a mapping of DataStreamWriter.trigger keyword arguments, "
+                f"e.g. {{'processingTime': '1 second'}}, got {trigger!r}"
+            )
+        unknown = sorted(set(trigger) - _TRIGGERS)
+        if unknown or len(trigger) > 1:
+            raise ValueError(
+                f"trigger takes one of {sorted(_TRIGGERS)} (DataStreamWriter.trigger), "
+                f"got {dict(trigger)!r}"
+            )
     options = _Options(
         mode, buffer_size, trigger, checkpoint_location, query_name, max_rows_per_batch
     )

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import textwrap
+import threading
 import time
 from typing import Any
 
@@ -47,8 +51,8 @@ def test_the_next_micro_batch_waits_for_demand(spark: Any, tmp_path: Any) -> Non
     source.mkdir()
     drop_file(source, 0, 5)
     drop_file(source, 1, 5)
-    frame = spark.readStream.schema("f INT, k INT").option("maxFilesPerTrigger", 1).json(
-        str(source)
+    frame = (
+        spark.readStream.schema("f INT, k INT").option("maxFilesPerTrigger", 1).json(str(source))
     )
     name = "rs_backpressure"
     subscriber: RecordingSubscriber[Any] = RecordingSubscriber(3)
@@ -143,8 +147,92 @@ def test_a_batch_dataframe_is_refused(spark: Any) -> None:
     frame = spark.readStream.format("rate").load()
     with pytest.raises(ValueError):
         from_stream(frame, buffer_size=0)
+    with pytest.raises(TypeError, match="trigger"):
+        from_stream(frame, trigger="1 second")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="trigger"):
+        from_stream(frame, trigger={"procesingTime": "1 second"})
     with pytest.raises(ValueError):
         from_stream(frame, mode="pandas")  # type: ignore[arg-type]
     for bad in (0, -1, 2.5):  # -1 used to drop every row, 0 to fail the query later
         with pytest.raises(ValueError, match="max_rows_per_batch must be a positive int"):
             from_stream(frame, mode="arrow", max_rows_per_batch=bad)  # type: ignore[arg-type]
+
+
+def rate_stream(spark: Any, rows_per_second: int = 200) -> Any:
+    return (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", rows_per_second)
+        .option("numPartitions", 1)
+        .load()
+    )
+
+
+def test_a_query_stopped_from_outside_is_not_held_by_a_slow_subscriber(spark: Any) -> None:
+    """query.stop() from elsewhere while the sink is blocked on a subscriber that is behind:
+    the stop returns (the sink lets go of its micro-batch), and the subscription completes
+    after the elements already handed over."""
+    name = "rs_outside_stop"
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(1)
+    from_stream(
+        rate_stream(spark),
+        buffer_size=1,
+        query_name=name,
+        trigger={"processingTime": "200 milliseconds"},
+    ).subscribe(subscriber)
+    subscriber.await_count(1, 120)
+    subscriber.expect_no_signals(1.0)  # the sink now waits: one element handed over, no demand
+    query = query_named(spark, name)
+    assert query is not None
+    stopped = threading.Event()
+    threading.Thread(target=lambda: (query.stop(), stopped.set()), daemon=True).start()
+    try:
+        assert stopped.wait(60), "query.stop() waited for the slow subscriber"
+        subscriber.request(UNBOUNDED)
+        subscriber.await_terminal(60)
+    finally:
+        subscriber.cancel()  # lets go of a sink still blocked when the test fails
+    assert subscriber.completed
+    values = [r.value for r in subscriber.elements]
+    assert values == list(range(len(values))) and len(values) in (1, 2)
+    subscriber.assert_no_violations()
+
+
+_SESSION_STOP = textwrap.dedent(
+    """
+    import threading
+    from rs_core.testing import RecordingSubscriber
+    from spark import from_stream
+    from spark.local import local_session
+
+    spark = local_session("local[2]")
+    frame = spark.readStream.format("rate").option("rowsPerSecond", 200).load()
+    subscriber = RecordingSubscriber(1)
+    trigger = {"processingTime": "200 milliseconds"}
+    from_stream(frame, buffer_size=1, trigger=trigger).subscribe(subscriber)
+    subscriber.await_count(1, 120)
+    subscriber.expect_no_signals(1.0)
+    stopper = threading.Thread(target=spark.stop, daemon=True)
+    stopper.start()
+    stopper.join(90)
+    print("STOP_RETURNED" if not stopper.is_alive() else "STOP_HUNG")
+    subscriber.request(1)  # the element handed over before the stop; then the end
+    subscriber.await_terminal(90)
+    print("ON_ERROR" if subscriber.error is not None else "COMPLETED")
+    """
+)
+
+
+def test_stopping_the_session_under_a_slow_subscriber_fails_the_stream() -> None:
+    """spark.stop() while the sink waits for a subscriber that is behind: the stop returns and
+    the subscription ends with on_error (own JVM), instead of waiting for ever."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = subprocess.run(
+        [sys.executable, "-c", _SESSION_STOP],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert "STOP_RETURNED" in result.stdout, result.stdout + result.stderr[-3000:]
+    assert "ON_ERROR" in result.stdout, result.stdout + result.stderr[-3000:]
