@@ -7,7 +7,7 @@
   elements requested ahead of consumption (replenishing at 75%). Signals may arrive on any
   thread; the consuming thread blocks in ``__next__``, so never call it on a running event
   loop (use ``adapters.async_iterables.to_async_iterator`` there). ``close()``, leaving a
-  ``with`` block, or dropping the iterator cancels the subscription.
+  ``with`` block, or dropping the iterator (its last reference) cancels the subscription.
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ def from_iterable(iterable: Iterable[T], *, executor: Executor | None = None) ->
             the thread that calls ``request``. Give one for an iterator that blocks (files,
             sockets), so that ``request`` never blocks its caller.
 
+    Raises:
+        TypeError: ``executor`` is not a ``concurrent.futures.Executor``.
+
     Example:
         >>> list(to_iterator(from_iterable(range(3))))
         [0, 1, 2]
@@ -65,40 +68,41 @@ class BlockingIterator(Generic[T]):
 
     Keeps at most ``prefetch`` elements requested ahead of consumption (§1.1 bound), raises
     the publisher's error where iteration reaches it, and cancels on ``close()``, on leaving
-    a ``with`` block, and when garbage-collected (§3.13).
+    a ``with`` block, and as soon as its last reference goes (§2.6, §3.13): nothing the
+    publisher holds refers back to it, so a hot publisher that keeps its subscriber does
+    not keep the iterator alive.
+
+    Iterate it from one thread at a time, like a generator (the per-element path takes no
+    lock); ``close()`` may be called from any thread and wakes every blocked ``next()``.
     """
 
     __slots__ = (
         "__weakref__",
         "_closed",
-        "_cond",
         "_every",
         "_pending",
         "_popleft",
         "_queue",
-        "_signalled",
+        "_wakeup",
     )
 
     def __init__(self, publisher: Publisher[T], prefetch: int) -> None:
         self._queue: PrefetchQueue[T] = PrefetchQueue(prefetch)  # validates prefetch
         if publisher is None:
             raise TypeError("to_iterator() requires a Publisher, got None")
-        self._cond = threading.Condition(threading.Lock())
-        self._signalled = False
+        # The queue's wake: an Event, never a method of ours, so the queue (which the
+        # publisher may hold) does not keep this iterator alive and __del__ cancels (§3.13).
+        # set() wakes every waiter.
+        self._wakeup = threading.Event()
         self._closed = False
         self._popleft = self._queue.queue.popleft  # fused fast path, as in the drain
         self._every = self._queue.replenish_every
         self._pending = 0
-        self._queue.bind(self._notify)
+        self._queue.bind(self._wakeup.set)
         try:
             publisher.subscribe(self._queue)
-        except Exception as exc:  # a broken publisher: surface its error at iteration
-            self._queue.on_error(exc)
-
-    def _notify(self) -> None:
-        with self._cond:
-            self._signalled = True
-            self._cond.notify()
+        except Exception as exc:  # a broken publisher: surface its error at iteration,
+            self._queue.fail_upstream(exc)  # cancelling what it may have subscribed (§3.13)
 
     def __iter__(self) -> BlockingIterator[T]:
         return self
@@ -124,8 +128,7 @@ class BlockingIterator(Generic[T]):
         while True:
             if self._closed:
                 raise StopIteration
-            with self._cond:
-                self._signalled = False
+            self._wakeup.clear()  # before the poll: a signal after it wakes the wait below
             try:
                 value = queue.poll()
             except BaseException:
@@ -138,15 +141,13 @@ class BlockingIterator(Generic[T]):
                 return value  # type: ignore[return-value]
             if asyncio._get_running_loop() is not None:
                 raise RuntimeError(_NOT_ON_LOOP)
-            with self._cond:
-                while not self._signalled:  # a signal since the poll above wakes us at once
-                    self._cond.wait()
+            self._wakeup.wait()
 
     def close(self) -> None:
         """Cancel the subscription; further ``next()`` calls raise ``StopIteration``."""
         self._closed = True
         self._queue.close()
-        self._notify()  # a next() blocked on another thread wakes and stops
+        self._wakeup.set()  # every next() blocked on another thread wakes and stops
 
     def __enter__(self) -> BlockingIterator[T]:
         return self

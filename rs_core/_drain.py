@@ -160,7 +160,8 @@ class DrainPolicy:
     def run(self, drain: Callable[[], None]) -> Future[Any] | None:
         """Run ``drain`` now, on this thread (a trampoline, thanks to the WIP counter).
 
-        A policy that hands it on raises ``RuntimeError`` when it no longer can, and may
+        A policy that hands it on raises when it cannot (``RuntimeError`` from a closed loop
+        or a shut-down executor, ``queue.Full`` from a bounded one, ...), and may
         return the ``Future`` of the task it queued: if that is cancelled before it ran
         (``shutdown(cancel_futures=True)``), the subscription fails as if it had raised."""
         drain()
@@ -177,11 +178,15 @@ class OnExecutor(DrainPolicy):
     __slots__ = ("executor",)
 
     def __init__(self, executor: Executor, batch: int = 1024) -> None:
+        if not isinstance(executor, Executor):  # checked here, for every user of the policy
+            raise TypeError(
+                f"executor must be a concurrent.futures.Executor, got {type(executor).__name__}"
+            )
         super().__init__(batch)
         self.executor = executor
 
     def run(self, drain: Callable[[], None]) -> Future[Any]:
-        return self.executor.submit(drain)  # RuntimeError after shutdown: see _schedule
+        return self.executor.submit(drain)  # raises after shutdown, or when full: see _schedule
 
 
 @final
@@ -437,13 +442,7 @@ class DrainSubscription(Generic[T]):
         queue = source.queue
         with self._lock:
             demand = self._demand
-            if (
-                self._wip
-                or not demand
-                or queue
-                or self._cancelled
-                or self._bad_request is not None
-            ):
+            if self._wip or not demand or queue or self._cancelled or self._bad_request is not None:
                 return False
             self._wip = 1
             self._demand = produced(demand, demand)  # the credit leaves the shared demand
@@ -533,8 +532,8 @@ class DrainSubscription(Generic[T]):
             return
         try:
             task = policy.run(self._drain)
-        except RuntimeError as exc:  # the loop is closed or the executor shut down
-            self._unschedulable(exc)
+        except Exception as exc:  # closed loop, shut-down or full executor: §1.9, §3.16 say
+            self._unschedulable(exc)  # return normally; the subscriber hears it (§1.4)
             return
         if task is not None:
             task.add_done_callback(self._task_done)
@@ -550,7 +549,7 @@ class DrainSubscription(Generic[T]):
                 daemon=True,
             ).start()
 
-    def _unschedulable(self, exc: RuntimeError) -> None:
+    def _unschedulable(self, exc: Exception) -> None:
         """The policy cannot run the drain any more: end the subscription (§3.13). Called by
         the holder of the WIP, so no other signal can overlap (§1.3)."""
         with self._lock:
@@ -563,8 +562,8 @@ class DrainSubscription(Generic[T]):
             return
         # §1.4: the publisher cannot go on; the subscriber hears why, here.
         error = RuntimeError(
-            f"the publisher's drain could not be scheduled ({exc}): its event loop is "
-            "closed or its executor shut down"
+            f"the publisher's drain could not be scheduled ({exc!r}): its event loop is "
+            "closed, or its executor shut down or rejected the task"
         )
         error.__cause__ = exc
         try:

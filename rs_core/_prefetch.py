@@ -108,7 +108,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         self._received += 1
         requested = self._replenisher.requested
         if self._received > requested:  # §1.1
-            self._fail_upstream(
+            self.fail_upstream(
                 OverflowViolation(
                     f"§1.1: upstream signalled on_next number {self._received}, beyond the "
                     f"{requested} requested in all (prefetch={self._prefetch})"
@@ -183,7 +183,11 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             upstream.cancel()  # §3.12; before the clear, as a QueueSink must
         self._queue.clear()  # §3.13
 
-    def _fail_upstream(self, error: Exception) -> None:
+    def fail_upstream(self, error: Exception) -> None:
+        """Cancel the upstream subscription, if any (§3.13), then fail the consumer with
+        ``error``: for a violation (§1.1), or an upstream ``subscribe`` that raised after it
+        may already have called ``on_subscribe`` (§1.9); ``on_error`` alone would mark the
+        queue done, and ``close()`` would then skip the cancel."""
         with self._lock:
             upstream, self._upstream = self._upstream, CANCELLED
         if upstream is not None and upstream is not CANCELLED:

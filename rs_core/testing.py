@@ -243,17 +243,18 @@ class RecordingSubscriber(Generic[T]):
 
 def race(*actions: Callable[[], object], timeout: float = 10.0) -> None:
     """Run each action on a thread of its own, all released at once by a barrier (as
-    reactor-test's RaceTestUtils does); re-raise the first exception an action raised, and
+    reactor-test's RaceTestUtils does); re-raise the first exception an action raised (any
+    ``BaseException``, so ``pytest.fail()`` in an action fails the test), and
     fail if one still runs after ``timeout`` seconds (a deadlock, not a slow machine)."""
     barrier = threading.Barrier(len(actions))
-    errors: list[Exception] = []
+    errors: list[BaseException] = []
 
     def run(action: Callable[[], object]) -> None:
         try:
             barrier.wait(timeout)
             action()
-        except Exception as exc:  # surfaced to the test below, on its own thread
-            errors.append(exc)
+        except BaseException as exc:  # surfaced to the test below, on its own thread: a
+            errors.append(exc)  # pytest.fail() or a KeyboardInterrupt too, never lost
 
     threads = [threading.Thread(target=run, args=(action,), daemon=True) for action in actions]
     for thread in threads:

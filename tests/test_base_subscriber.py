@@ -105,6 +105,28 @@ def test_spec205_on_subscribe_after_cancel_is_cancelled() -> None:
     assert names(sub) == []
 
 
+def test_spec205_rejected_second_subscribe_cancels_the_first() -> None:
+    """§2.5/§3.13: subscribed twice, to a one-shot publisher that rejects the second subscribe
+    (on_subscribe(EMPTY_SUBSCRIPTION), then on_error): that error terminates the subscriber,
+    and the first, still active upstream is cancelled (its generator closed), not dropped."""
+    closed = threading.Event()
+
+    def numbers() -> Any:
+        try:
+            yield from range(10)
+        finally:
+            closed.set()
+
+    sub = Hooks(initial=2)
+    publisher = from_iterable(numbers())
+    publisher.subscribe(sub)
+    assert [element for name, element in sub.calls if name == "next"] == [0, 1]
+    publisher.subscribe(sub)  # §2.5 misuse: rejected, since a generator serves one (§1.9)
+    assert names(sub) == ["subscribe", "next", "next", "error"]
+    assert sub.is_disposed
+    assert closed.is_set()
+
+
 @pytest.mark.parametrize("terminal", ["complete", "error"])
 def test_spec203_terminal_hooks_cannot_reach_the_subscription(terminal: str) -> None:
     """§2.3/§2.4: request() and cancel() from hook_on_complete / hook_on_error do nothing: the

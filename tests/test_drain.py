@@ -6,6 +6,7 @@ import asyncio
 import gc
 import itertools
 import logging
+import queue
 import sys
 import threading
 import weakref
@@ -654,6 +655,64 @@ def test_on_executor_shut_down_fails_the_subscriber() -> None:
     assert "could not be scheduled" in str(sub.error)
     assert isinstance(sub.error.__cause__, RuntimeError)  # the executor's own error
     sub.assert_no_violations()
+
+
+class Rejecting(Executor):
+    """Runs its first ``room`` tasks on ``pool``, then rejects every submit with queue.Full,
+    as an executor with a bounded work queue does."""
+
+    def __init__(self, pool: ThreadPoolExecutor, room: int) -> None:
+        self.pool = pool
+        self.room = room
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        if self.room <= 0:
+            raise queue.Full("the executor's queue is full")
+        self.room -= 1
+        return self.pool.submit(fn, *args, **kwargs)
+
+
+def test_spec109_an_executor_rejecting_the_first_drain_fails_the_subscriber() -> None:
+    """A submit that raises something other than RuntimeError (queue.Full) at subscribe: start()
+    returns normally (§1.9), the subscriber gets on_error after on_subscribe (§1.4), the source
+    is closed, and later requests and cancels do nothing."""
+    with ThreadPoolExecutor(1) as pool:
+        source = PullSource(range(10))
+        drain, sub = start(source, policy=OnExecutor(Rejecting(pool, 0)))  # returns normally
+        assert drain.is_cancelled and source.closes == 1
+        assert isinstance(sub.error, RuntimeError) and "could not be scheduled" in str(sub.error)
+        assert isinstance(sub.error.__cause__, queue.Full)
+        sub.request(1)
+        sub.cancel()
+        assert source.polls == 0 and source.closes == 1
+        sub.assert_no_violations()
+
+
+def test_spec316_an_executor_rejecting_a_later_drain_fails_the_subscriber() -> None:
+    """A submit rejected at request(): request() returns normally (§3.16) and the WIP it took
+    is not left held: the subscriber gets on_error (§1.4) and the source is closed (§3.13)."""
+    with ThreadPoolExecutor(1) as pool:
+        source = PullSource(range(10))
+        drain, sub = start(source, policy=OnExecutor(Rejecting(pool, 1)))  # room for start()
+        pool.submit(lambda: None).result(5)  # the start() drain ran (one FIFO thread)
+        assert not sub.is_terminated
+        sub.request(1)  # returns normally
+        assert drain.is_cancelled and source.closes == 1
+        assert isinstance(sub.error, RuntimeError)
+        assert isinstance(sub.error.__cause__, queue.Full)
+        assert sub.elements == []
+        sub.assert_no_violations()
+
+
+def test_race_reraises_a_base_exception_raised_by_an_action() -> None:
+    """rs_core.testing.race: an action failing with a BaseException (pytest.fail()) fails the
+    caller, instead of dying on its thread unseen."""
+
+    def fail() -> None:
+        pytest.fail("an action failed")
+
+    with pytest.raises(pytest.fail.Exception, match="an action failed"):
+        race(fail, lambda: None)
 
 
 def test_a_policy_that_fails_after_cancel_signals_nothing(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import sys
 import threading
 import time
@@ -86,10 +87,15 @@ class RequestLog:
 
 
 class Silent:
-    """A publisher that subscribes and then never signals anything."""
+    """A publisher that subscribes and then never signals anything; ``hot``: it holds its
+    subscriber until cancelled (as a Subject does); ``then_raise``: subscribe() raises after
+    on_subscribe (a broken publisher, §1.9)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, hot: bool = False, then_raise: Exception | None = None) -> None:
         self.cancelled = threading.Event()
+        self.hot = hot
+        self.then_raise = then_raise
+        self.subscribers: list[Subscriber[Any]] = []
 
     def subscribe(self, subscriber: Subscriber[Any]) -> None:
         silent = self
@@ -99,9 +105,14 @@ class Silent:
                 pass
 
             def cancel(self) -> None:
+                silent.subscribers.clear()
                 silent.cancelled.set()
 
+        if self.hot:
+            self.subscribers.append(subscriber)
         subscriber.on_subscribe(Nothing())
+        if self.then_raise is not None:
+            raise self.then_raise
 
 
 # -- from_iterable ---------------------------------------------------------------------------------
@@ -233,6 +244,27 @@ def test_from_iterable_rejects_non_iterables_at_once() -> None:
         from_iterable(42)  # type: ignore[arg-type]
 
 
+def test_from_iterable_rejects_a_non_executor_at_once() -> None:
+    """executor= that is not a concurrent.futures.Executor is a TypeError when called, as in
+    publish_on, not a failure at subscribe."""
+    with pytest.raises(TypeError, match="Executor"):
+        from_iterable([1, 2], executor=object())  # type: ignore[arg-type]
+
+
+def test_from_iterable_over_a_range_longer_than_maxsize_keeps_emitting() -> None:
+    """range(2**64) is in memory, but its length does not fit a C ssize_t: asking whether it
+    is at its end must not fail it (§1.4 is for a failing source); it emits as far as
+    demand reaches, directly and through a fused queue."""
+    sub: RecordingSubscriber[int] = RecordingSubscriber(3)
+    from_iterable(range(2**64)).subscribe(sub)
+    assert sub.elements == [0, 1, 2]
+    sub.request(2)
+    assert sub.elements == [0, 1, 2, 3, 4]
+    assert not sub.is_terminated
+    with to_iterator(from_iterable(range(2**64)), prefetch=4) as iterator:
+        assert list(itertools.islice(iterator, 10)) == list(range(10))
+
+
 def test_from_iterable_on_an_executor_pulls_there() -> None:
     """With executor=, next() and the signals run on the executor, not the requester."""
     pulled_on: set[int] = set()
@@ -341,6 +373,73 @@ def test_to_iterator_dropped_cancels() -> None:
     del iterator
     gc.collect()
     assert silent.cancelled.is_set()
+
+
+def test_to_iterator_dropped_cancels_at_once_without_a_gc_pass() -> None:
+    """§2.6/§3.13: the last reference to the iterator going cancels then and there: nothing
+    the publisher holds refers back to it, so no cyclic garbage collection is needed."""
+    counting = Counting()
+    generator = counting()  # held here, so only a cancel can close it
+    gc.disable()
+    try:
+        iterator = to_iterator(from_iterable(generator), prefetch=4)
+        assert next(iterator) == 0
+        del iterator
+        assert counting.closed.is_set()
+    finally:
+        gc.enable()
+
+
+def test_to_iterator_dropped_over_a_hot_publisher_cancels() -> None:
+    """§2.6: a hot publisher holds its subscriber (the queue) until cancelled; that does not
+    keep the dropped iterator alive, so it cancels."""
+    hot = Silent(hot=True)
+    gc.disable()
+    try:
+        iterator = to_iterator(hot, prefetch=4)
+        del iterator
+        assert hot.cancelled.is_set()
+        assert hot.subscribers == []
+    finally:
+        gc.enable()
+
+
+def test_to_iterator_close_wakes_every_blocked_next() -> None:
+    """close() ends every next() blocked on other threads, not just one of them."""
+    silent = Silent()
+    iterator = to_iterator(silent, prefetch=4)
+    outcome: list[str] = []
+
+    def consume() -> None:
+        try:
+            next(iterator)
+            outcome.append("element")
+        except StopIteration:
+            outcome.append("stopped")
+
+    consumers = [threading.Thread(target=consume, daemon=True) for _ in range(2)]
+    for consumer in consumers:
+        consumer.start()
+    deadline = time.monotonic() + 5
+    while not all(_waiting(consumer) for consumer in consumers):  # both blocked in wait()
+        assert time.monotonic() < deadline
+        silent.cancelled.wait(0.001)
+    iterator.close()
+    for consumer in consumers:
+        consumer.join(5)
+    assert outcome == ["stopped", "stopped"]
+
+
+def test_spec313_to_iterator_cancels_a_subscription_whose_subscribe_then_raised() -> None:
+    """§1.9/§3.13: a publisher whose subscribe raises after it called on_subscribe: next()
+    raises its error, and the subscription it handed over is cancelled, not leaked."""
+    boom = RuntimeError("subscribe failed after on_subscribe")
+    broken = Silent(then_raise=boom)
+    iterator = to_iterator(broken, prefetch=4)
+    assert broken.cancelled.is_set()
+    with pytest.raises(RuntimeError) as info:
+        next(iterator)
+    assert info.value is boom
 
 
 def test_to_iterator_raises_the_error_where_iteration_reaches_it() -> None:

@@ -327,6 +327,29 @@ def test_raising_upstream_subscribe_becomes_on_error(pool: ThreadPoolExecutor) -
     assert sub.error is boom
 
 
+def test_spec313_upstream_subscribe_raising_after_on_subscribe_is_cancelled(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """§1.9/§3.13: an upstream whose subscribe raises after it called on_subscribe: the
+    subscriber gets the error, and the live subscription the queue was given is cancelled."""
+    boom = RuntimeError("subscribe failed after on_subscribe")
+    meter = Meter()
+    upstream = Metered(None, meter)
+
+    class HalfBroken:
+        def subscribe(self, subscriber: Subscriber[int]) -> None:
+            upstream.subscribe(subscriber)
+            raise boom
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    publish_on(HalfBroken(), pool, prefetch=4).subscribe(sub)  # returns normally
+    sub.await_terminal()
+    assert sub.elements == [0, 1, 2, 3]  # what it sent before raising, then the error
+    assert sub.error is boom
+    assert meter.cancels == 1 and meter.requests == [4]
+    assert upstream.closed.is_set()  # the generator behind it is closed (§3.13)
+
+
 def test_bad_arguments_raise_at_once(pool: ThreadPoolExecutor) -> None:
     """publish_on(None), a non-executor, or prefetch <= 0 fail when called, not at subscribe."""
     with pytest.raises(TypeError):

@@ -59,7 +59,12 @@ class _IteratorSource(Source[T]):
         # signalled right after the last element (§1.2), without waiting for demand to pull
         # it. Any other iterator only finds its end by a next() made for demand.
         iterator = self._iterator
-        return self.in_memory and iterator is not None and length_hint(iterator) == 0
+        if not self.in_memory or iterator is None:
+            return False
+        try:
+            return length_hint(iterator) == 0
+        except OverflowError:  # more than sys.maxsize left (range(2**64)): not the end
+            return False
 
     def close(self) -> None:
         iterator, self._iterator = self._iterator, None

@@ -27,7 +27,7 @@ class PublishOnPublisher(Generic[T]):
     that calls ``subscribe``. Cancel cancels upstream and drops the queue (§3.12, §3.13).
     """
 
-    __slots__ = ("_batch", "_executor", "_limit", "_prefetch", "_upstream")
+    __slots__ = ("_limit", "_policy", "_prefetch", "_upstream")
 
     def __init__(
         self,
@@ -40,36 +40,27 @@ class PublishOnPublisher(Generic[T]):
     ) -> None:
         if upstream is None:
             raise TypeError("publish_on() requires a Publisher, got None")
-        if not isinstance(executor, Executor):
-            raise TypeError(
-                "publish_on() requires a concurrent.futures.Executor, "
-                f"got {type(executor).__name__}"
-            )
+        policy = OnExecutor(executor, batch)  # validates executor (TypeError)
         PrefetchQueue[T](prefetch, limit)  # validates prefetch and limit now, not at subscribe
         if type(batch) is not int or batch <= 0:
             raise ValueError(f"batch must be a positive int, got {batch!r}")
         self._upstream = upstream
-        self._executor = executor
+        self._policy = policy  # immutable: shared by every subscription
         self._prefetch = prefetch
         self._limit = limit
-        self._batch = batch
 
     def subscribe(self, subscriber: Subscriber[T]) -> None:
         require_subscriber(subscriber)  # §1.9
         queue: PrefetchQueue[T] = PrefetchQueue(self._prefetch, self._limit)
-        subscription = DrainSubscription(
-            subscriber, queue, OnExecutor(self._executor, self._batch)
-        )
+        subscription = DrainSubscription(subscriber, queue, self._policy)
         try:
             self._upstream.subscribe(queue)
-        except Exception as exc:  # a broken upstream (§1.9): fail downstream, never raise
-            queue.on_error(exc)
+        except Exception as exc:  # a broken upstream (§1.9): fail downstream, never raise;
+            queue.fail_upstream(exc)  # §3.13: cancel what it may have subscribed us to
         subscription.start()
 
 
-def publish_on(
-    publisher: Publisher[T], executor: Executor, *, prefetch: int = 256
-) -> Publisher[T]:
+def publish_on(publisher: Publisher[T], executor: Executor, *, prefetch: int = 256) -> Publisher[T]:
     """Deliver ``publisher``'s signals on ``executor`` through a queue bounded by ``prefetch``.
 
     Args:

@@ -8,6 +8,7 @@ from typing import Generic, TypeVar
 from rs_core._demand import UNBOUNDED
 from rs_core._subscription import (
     CANCELLED,
+    EMPTY_SUBSCRIPTION,
     report_dropped,
     require_element,
     require_error,
@@ -27,11 +28,13 @@ class BaseSubscriber(Generic[T]):
     ``hook_on_next``, ``hook_on_error`` (default: report through ``logging``) and
     ``hook_on_complete``; call ``request(n)`` and ``cancel()`` from anywhere.
 
-    Rules kept here: §2.5 (a second ``on_subscribe`` is cancelled), §2.3/§2.4 (after a
-    terminal signal the subscription is dropped, so ``request``/``cancel`` from the terminal
-    hooks do nothing), §2.8 (``on_next`` after ``cancel`` is ignored), §2.13 (``None``
-    arguments raise ``TypeError``; a raising ``hook_on_next`` cancels upstream and is routed
-    to ``hook_on_error``, so ``on_next`` itself returns normally).
+    Rules kept here: §2.5 (a second ``on_subscribe`` is cancelled; if it was a publisher
+    rejecting us, ``EMPTY_SUBSCRIPTION`` then ``on_error``, that error still terminates and
+    the first upstream, which did not signal it, is cancelled rather than dropped, §3.13),
+    §2.3/§2.4 (after a terminal signal the subscription is dropped, so ``request``/``cancel``
+    from the terminal hooks do nothing), §2.8 (``on_next`` after ``cancel`` is ignored),
+    §2.13 (``None`` arguments raise ``TypeError``; a raising ``hook_on_next`` cancels
+    upstream and is routed to ``hook_on_error``, so ``on_next`` itself returns normally).
     Hooks run on whichever thread the publisher signals on, serially (§1.3).
     """
 
@@ -39,6 +42,7 @@ class BaseSubscriber(Generic[T]):
         self._lock = threading.Lock()
         self._upstream: Subscription | None = None
         self._done = False
+        self._rejected = False  # a second publisher rejected us: its on_error is coming
 
     # -- Subscriber ----------------------------------------------------------------------
 
@@ -48,6 +52,8 @@ class BaseSubscriber(Generic[T]):
             duplicate = self._upstream is not None
             if not duplicate:
                 self._upstream = subscription
+            elif subscription is EMPTY_SUBSCRIPTION:  # §1.9: reject() sends on_error next
+                self._rejected = True
         if duplicate:  # §2.5 (also: cancelled before being subscribed)
             subscription.cancel()
             return
@@ -128,7 +134,13 @@ class BaseSubscriber(Generic[T]):
             if self._done:
                 return False
             self._done = True
-            self._upstream = CANCELLED  # §2.4: the subscription counts as cancelled
+            upstream, self._upstream = self._upstream, CANCELLED  # §2.4: counts as cancelled
+            rejected = self._rejected
+        if rejected and upstream is not None and upstream is not CANCELLED:
+            # §2.5: the signal is the rejecting second publisher's; the first upstream is live:
+            # cancel it, not just drop it (§3.13). From any other second publisher we cannot
+            # tell whose signal it is, and §2.3 forbids calling the one that signalled.
+            upstream.cancel()
         return True
 
     def _fail(self, error: Exception) -> None:
