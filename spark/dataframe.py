@@ -278,7 +278,7 @@ _NOT_ON_LOOP: Final = (
 )
 
 
-def _refuse_on_loop(name: str) -> None:
+def refuse_on_loop(name: str) -> None:
     if asyncio._get_running_loop() is not None:
         raise RuntimeError(_NOT_ON_LOOP.format(name=name))
 
@@ -374,6 +374,8 @@ class BatchSubscriber(Generic[T]):
 
     def request_batches(self, k: int = 1) -> None:
         """Ask upstream for ``k`` more batches (``k * batch_size`` elements)."""
+        if type(k) is not int or k <= 0:  # §3.9 is the publisher's answer; refuse it here
+            raise ValueError(f"k must be a positive int (batches), got {k!r}")
         with self._cond:
             upstream = None if self._done else self._upstream
             if upstream is not None:
@@ -596,7 +598,7 @@ def _batcher(
     name: str, publisher: Publisher[Any], session: SparkSession, schema: StructType | str | None
 ) -> _ArrowBatcher:
     """What every sink checks before it subscribes, and the converter it then uses."""
-    _refuse_on_loop(name)
+    refuse_on_loop(name)
     if publisher is None:
         raise TypeError(f"{name}(): a Publisher is required, got None")
     if not callable(getattr(session, "createDataFrame", None)):

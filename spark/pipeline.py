@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rs_core import Publisher, Subscriber, Subscription, publish_on
-from spark.dataframe import from_dataframe
+from spark.dataframe import from_dataframe, refuse_on_loop
 
 __all__ = [
     "EVENTS_PER_WINDOW",
@@ -351,6 +351,23 @@ class Config:
     max_rows_per_batch: int = 1024
     job_tag: str = "rs-main-job"
 
+    def __post_init__(self) -> None:
+        if self.mode not in ("rows", "arrow"):
+            raise ValueError(f"mode must be 'rows' or 'arrow', got {self.mode!r}")
+        for name in (
+            "rows",
+            "partitions",
+            "rx_buffer",
+            "publish_on_prefetch",
+            "consumer_prefetch",
+            "max_rows_per_batch",
+        ):
+            value = getattr(self, name)
+            if type(value) is not int or value <= 0:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if self.consumer_delay < 0:
+            raise ValueError(f"consumer_delay must be >= 0, got {self.consumer_delay!r}")
+
     def bound_rows(self) -> int:
         """Source rows that may be in flight, from what each stage promises.
 
@@ -398,7 +415,13 @@ def run(
     *,
     on_window: Callable[[Window, Meter], None] | None = None,
 ) -> Summary:
-    """Run the pipeline to the end and return its :class:`Summary` (blocks the caller)."""
+    """Run the pipeline to the end and return its :class:`Summary` (blocks the caller).
+
+    Raises:
+        RuntimeError: called on a thread running an asyncio event loop (before anything
+            starts: use ``asyncio.to_thread``).
+    """
+    refuse_on_loop("run")
     meter = Meter()
     jobs_before = _jobs(spark, config.job_tag)  # a reused session remembers earlier runs
     frame = events(spark, config.rows, config.partitions)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -11,6 +12,8 @@ import pytest
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
+
+from spark_helpers import jobs_for_tag, owned_threads  # noqa: E402
 
 from spark.pipeline import (  # noqa: E402
     EVENTS_PER_WINDOW,
@@ -24,6 +27,7 @@ from spark.pipeline import (  # noqa: E402
     parse_batch,
     parse_row,
     row_partial,
+    run,
     table_partials,
 )
 
@@ -133,3 +137,27 @@ def test_the_main_command_explains_an_unreachable_connect_server() -> None:
     )
     assert result.returncode == 2, result.stderr
     assert "cannot reach the Spark Connect server at 127.0.0.1:1" in result.stderr
+
+
+def test_a_config_with_a_bad_value_is_refused() -> None:
+    """A typo in mode, or a size that is not a positive int, is a ValueError naming it."""
+    with pytest.raises(ValueError, match="mode"):
+        Config(mode="row")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="rx_buffer"):
+        Config(rx_buffer=0)
+    with pytest.raises(ValueError, match="consumer_delay"):
+        Config(consumer_delay=-1)
+
+
+def test_run_on_an_event_loop_is_refused_before_anything_starts(spark: Any) -> None:
+    """run() blocks, so on a thread running an event loop it raises at once, before it has
+    subscribed to Spark: no job runs and no thread is left behind."""
+    tag = "rs-pipeline-on-loop"
+    config = Config(rows=20_000, partitions=2, job_tag=tag, consumer_delay=0.0)
+
+    async def main() -> None:
+        run(spark, config)
+
+    with pytest.raises(RuntimeError, match="event loop"):
+        asyncio.run(main())
+    assert owned_threads() == [] and jobs_for_tag(spark, tag) == []

@@ -388,7 +388,8 @@ def test_batch_subscriber_closing_early_cancels() -> None:
 
 
 def test_batch_subscriber_rejects_none_and_bad_sizes() -> None:
-    """None signals raise TypeError (§2.13); batch_size must be a positive int."""
+    """None signals raise TypeError (§2.13); batch_size and request_batches(k) take
+    positive ints only."""
     subscriber: BatchSubscriber[int] = BatchSubscriber(2)
     with pytest.raises(TypeError):
         subscriber.on_subscribe(None)  # type: ignore[arg-type]
@@ -396,3 +397,6 @@ def test_batch_subscriber_rejects_none_and_bad_sizes() -> None:
         subscriber.on_next(None)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         BatchSubscriber(0)
+    for k in (0, -1, True, 1.5):  # never a request(n <= 0) sent upstream in their name
+        with pytest.raises(ValueError, match="k must be a positive int"):
+            subscriber.request_batches(k)  # type: ignore[arg-type]
