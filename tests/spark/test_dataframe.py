@@ -7,8 +7,6 @@ import asyncio
 import gc
 import os
 import socket
-import subprocess
-import sys
 import textwrap
 import threading
 from typing import Any
@@ -25,6 +23,7 @@ from spark_helpers import (  # noqa: E402
     job_status,
     jobs_for_tag,
     owned_threads,
+    run_python,
     wait_until,
 )
 
@@ -238,9 +237,7 @@ def test_cancel_stops_the_prefetched_partition_job(spark: Any) -> None:
     """With prefetch_partitions, cancel after the first partition also stops the job that
     was computing the next one ahead of demand."""
     tag = "cancel-prefetch"
-    subscriber, prefetched = _reading_a_stuck_partition(
-        spark, tag, 2, 2, prefetch_partitions=True
-    )
+    subscriber, prefetched = _reading_a_stuck_partition(spark, tag, 2, 2, prefetch_partitions=True)
     subscriber.cancel()
     _assert_cancelled_and_released(spark, tag, prefetched)
     assert len(subscriber.elements) == 2
@@ -263,9 +260,7 @@ def test_an_abandoned_subscription_stops_its_prefetched_job(spark: Any) -> None:
     partition: once the subscription is collected, that job is cancelled too, not only the
     socket closed."""
     tag = "abandoned-prefetch"
-    subscriber, prefetched = _reading_a_stuck_partition(
-        spark, tag, 3, 3, prefetch_partitions=True
-    )
+    subscriber, prefetched = _reading_a_stuck_partition(spark, tag, 3, 3, prefetch_partitions=True)
     del subscriber  # the only reference: the subscription goes with it
 
     def collected_and_stopped() -> bool:
@@ -413,15 +408,7 @@ _STOP_MID_STREAM = textwrap.dedent(
 
 def test_stopping_the_classic_session_mid_stream_becomes_on_error() -> None:
     """spark.stop() while a partition job runs ends the subscription with on_error (own JVM)."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    result = subprocess.run(
-        [sys.executable, "-c", _STOP_MID_STREAM],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    result = run_python("-c", _STOP_MID_STREAM)
     assert "ON_ERROR" in result.stdout, result.stdout + result.stderr[-3000:]
 
 
@@ -524,9 +511,7 @@ def test_cancel_and_request_racing_from_many_threads(spark: Any) -> None:
         subscriber.await_count(1, 120)
         barrier = threading.Barrier(4)
 
-        def hammer(
-            i: int, s: RecordingSubscriber[Any] = subscriber, gate: Any = barrier
-        ) -> None:
+        def hammer(i: int, s: RecordingSubscriber[Any] = subscriber, gate: Any = barrier) -> None:
             gate.wait()
             for _ in range(50):
                 if i % 2:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -13,7 +11,7 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from spark_helpers import jobs_for_tag, owned_threads  # noqa: E402
+from spark_helpers import jobs_for_tag, owned_threads, run_python  # noqa: E402
 
 from spark.pipeline import (  # noqa: E402
     EVENTS_PER_WINDOW,
@@ -32,8 +30,6 @@ from spark.pipeline import (  # noqa: E402
 )
 
 pytestmark = pytest.mark.spark
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def truth(spark: Any, df: Any) -> list[tuple[int, int, int]]:
@@ -112,29 +108,14 @@ def test_the_main_command_explains_a_missing_java(tmp_path: Any) -> None:
     """python -m spark without Java on PATH exits 2 and says what to install."""
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = str(tmp_path)  # no java here
-    result = subprocess.run(
-        [sys.executable, "-m", "spark", "--rows", "10"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_python("-m", "spark", "--rows", "10", timeout=120, env=env)
     assert result.returncode == 2, result.stderr
     assert "Java" in result.stderr and "install" in result.stderr
 
 
 def test_the_main_command_explains_an_unreachable_connect_server() -> None:
     """python -m spark --remote at a closed port exits 2 at once, naming the address."""
-    result = subprocess.run(
-        [sys.executable, "-m", "spark", "--remote", "sc://127.0.0.1:1", "--rows", "10"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_python("-m", "spark", "--remote", "sc://127.0.0.1:1", "--rows", "10", timeout=120)
     assert result.returncode == 2, result.stderr
     assert "cannot reach the Spark Connect server at 127.0.0.1:1" in result.stderr
 

@@ -6,8 +6,6 @@ import asyncio
 import datetime
 import itertools
 import os
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -21,7 +19,7 @@ import pytest
 pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
 
-from spark_helpers import wait_until  # noqa: E402
+from spark_helpers import run_python, wait_until  # noqa: E402
 
 from adapters.iterables import from_iterable  # noqa: E402
 from rs_core.errors import OverflowViolation  # noqa: E402
@@ -191,15 +189,7 @@ def test_a_ddl_schema_works_with_only_a_connect_session(connect_server: Any) -> 
         session.stop()
         """
     )
-    root = Path(__file__).resolve().parents[2]
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    result = run_python("-c", script)
     assert "ROWS [(1, 'a')] struct<k:int,v:string>" in result.stdout, result.stderr[-3000:]
 
 

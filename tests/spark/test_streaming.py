@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -16,7 +14,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_helpers import wait_until  # noqa: E402
+from spark_helpers import run_python, wait_until  # noqa: E402
 
 from rs_core import UNBOUNDED  # noqa: E402
 from rs_core.testing import RecordingSubscriber  # noqa: E402
@@ -225,14 +223,6 @@ _SESSION_STOP = textwrap.dedent(
 def test_stopping_the_session_under_a_slow_subscriber_fails_the_stream() -> None:
     """spark.stop() while the sink waits for a subscriber that is behind: the stop returns and
     the subscription ends with on_error (own JVM), instead of waiting for ever."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    result = subprocess.run(
-        [sys.executable, "-c", _SESSION_STOP],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = run_python("-c", _SESSION_STOP, timeout=300)
     assert "STOP_RETURNED" in result.stdout, result.stdout + result.stderr[-3000:]
     assert "ON_ERROR" in result.stdout, result.stdout + result.stderr[-3000:]
