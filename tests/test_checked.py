@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -157,7 +159,10 @@ def test_spec101_on_next_with_no_request_at_all_is_reported(
 
 
 def test_spec317_demand_saturates_at_unbounded() -> None:
-    """§3.17: requests adding up past UNBOUNDED count as unbounded, so many elements are fine."""
+    """§3.17: requests adding up past UNBOUNDED leave the demand at exactly UNBOUNDED
+    ("effectively unbounded"), and many elements pass without a violation. Through signals
+    alone a saturated count cannot be told from one just above UNBOUNDED (that would take
+    2**63 elements), so the count is read where the checker shows it: its repr."""
     found: list[ProtocolViolation] = []
     publisher = HandPublisher()
     subscriber: RecordingSubscriber[int] = RecordingSubscriber()
@@ -165,8 +170,10 @@ def test_spec317_demand_saturates_at_unbounded() -> None:
     subscriber.request(UNBOUNDED - 1)
     subscriber.request(5)
     subscriber.request(UNBOUNDED)
+    assert f"demand={UNBOUNDED} " in repr(subscriber.subscription)
     for i in range(10_000):
         publisher.down.on_next(i)
+    assert f"demand={UNBOUNDED} " in repr(subscriber.subscription)  # never counted down
     publisher.down.on_complete()
     assert found == []
     assert subscriber.completed
@@ -194,12 +201,12 @@ def test_spec103_overlapping_signals_from_two_threads_are_reported(
     publisher, subscriber = wire(mode, request=2)
     inside = threading.Event()
     release = threading.Event()
+    held: list[tuple[bool, Exception | None]] = []  # asserted here, not in the other thread
 
     def hold_first(element: Any) -> None:
         if element == 1:
             inside.set()
-            assert release.wait(5)
-            assert subscriber.error is None  # the pending on_error does not overlap us
+            held.append((release.wait(5), subscriber.error))
 
     subscriber.on_next_hook = hold_first
     first = threading.Thread(target=publisher.down.on_next, args=(1,))
@@ -211,6 +218,8 @@ def test_spec103_overlapping_signals_from_two_threads_are_reported(
         release.set()
         first.join(5)
     assert not first.is_alive()
+    assert "another thread" in str(violation)  # the cross-thread overlap, not a nested one
+    assert held == [(True, None)]  # the pending on_error did not overlap the first signal
     if mode == "raise":
         assert subscriber.elements == [1]
         assert_torn_down(publisher, subscriber, violation)
@@ -245,6 +254,41 @@ def test_spec103_a_signal_nested_on_the_same_thread_without_request_is_reported(
         logged = [r.getMessage() for r in caplog.records if r.name == "rs_core"]
         assert len(logged) == 1 and "§1.3: on_next was signalled from inside" in logged[0]
         assert subscriber.elements == [1, 2]  # passed on as it came
+
+
+def test_spec103_another_thread_overlapping_a_signal_nested_through_request_is_reported() -> None:
+    """§1.3: thread A is inside on_next and, from it, inside request(); an on_next from thread
+    B meanwhile overlaps A's signal. Nesting through request (§3.3) is allowed on A's own
+    thread only: B's signal is reported as an overlap from another thread."""
+    found: list[ProtocolViolation] = []
+    inside = threading.Event()
+    release = threading.Event()
+
+    class Holding(Upstream):
+        def request(self, n: int) -> None:
+            super().request(n)
+            if len(self.requests) == 2:  # the request made from inside on_next(0)
+                inside.set()
+                release.wait(5)
+
+    publisher = HandPublisher(Holding())
+    subscriber: RecordingSubscriber[int] = RecordingSubscriber(1)
+    subscriber.on_next_hook = lambda x: subscriber.request(1) if x == 0 else None
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    first = threading.Thread(target=publisher.down.on_next, args=(0,))
+    first.start()
+    try:
+        assert inside.wait(5)
+        other = threading.Thread(target=publisher.down.on_next, args=(1,))
+        other.start()
+        other.join(5)
+        assert not other.is_alive()
+    finally:
+        release.set()
+        first.join(5)
+    assert not first.is_alive()
+    assert [v.rule for v in found] == ["1.3"]
+    assert "another thread" in str(found[0])
 
 
 def test_spec303_signals_nested_through_request_are_allowed() -> None:
@@ -319,6 +363,62 @@ def test_spec107_signal_after_terminal_is_reported(
         subscriber.assert_no_violations()
     else:
         assert any(v.startswith("§1.7") for v in subscriber.violations)
+
+
+def test_spec107_on_subscribe_after_a_terminal_signal_is_reported() -> None:
+    """§1.7 (reporting mode): on_complete before on_subscribe is reported (§1.9), and the
+    on_subscribe that follows it is reported too, as a signal after a terminal one (§1.7)."""
+    found: list[ProtocolViolation] = []
+    publisher = HandPublisher(send_on_subscribe=False)
+    subscriber: RecordingSubscriber[int] = RecordingSubscriber()
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    publisher.down.on_complete()
+    publisher.down.on_subscribe(Upstream())
+    assert [v.rule for v in found] == ["1.9", "1.7"]
+    assert str(found[1]).startswith("§1.7: on_subscribe after a terminal signal")
+
+
+def test_spec203_an_overlapping_terminal_in_log_mode_leaves_no_false_2_3_behind() -> None:
+    """Reporting mode: on_complete overlapping an on_next on another thread is reported (§1.3)
+    and passed on; a later request() from the thread that signalled it, long after its
+    on_complete returned, is not mistaken for a call from inside on_complete (§2.3)."""
+    found: list[ProtocolViolation] = []
+    publisher = HandPublisher()
+    subscriber: RecordingSubscriber[int] = RecordingSubscriber(2)
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    inside = threading.Event()
+    release = threading.Event()
+
+    def hold(element: int) -> None:
+        inside.set()
+        release.wait(5)
+
+    subscriber.on_next_hook = hold
+    first = threading.Thread(target=publisher.down.on_next, args=(1,))
+    first.start()
+    try:
+        assert inside.wait(5)
+        publisher.down.on_complete()
+    finally:
+        release.set()
+        first.join(5)
+    assert not first.is_alive()
+    assert [v.rule for v in found] == ["1.3"]
+    subscriber.request(1)  # on this thread, after its on_complete returned
+    assert [v.rule for v in found] == ["1.3"]
+
+
+def test_spec313_raise_mode_lets_go_of_the_subscriber_after_a_terminal_signal() -> None:
+    """§3.13: once the stream is over, the checked subscription (which its publisher may
+    keep referencing) drops its reference to the Subscriber, so the Subscriber can be freed."""
+    publisher = HandPublisher()
+    subscriber: RecordingSubscriber[int] = RecordingSubscriber(1)
+    checked(publisher).subscribe(subscriber)  # type: ignore[arg-type]
+    ref = weakref.ref(subscriber)
+    publisher.down.on_complete()
+    del subscriber
+    gc.collect()
+    assert ref() is None  # the publisher still holds the checked subscription
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -231,11 +231,12 @@ def test_spec304_request_from_another_thread_while_draining_returns_at_once() ->
     inside = threading.Event()
     release = threading.Event()
     other_returned = threading.Event()
+    released: list[bool] = []  # asserted on the test thread: the drain would swallow it (§2.13)
 
     def hold(element: int) -> None:
         if element == 0:
             inside.set()
-            assert release.wait(5)
+            released.append(release.wait(5))
 
     sub: RecordingSubscriber[int] = RecordingSubscriber()
     sub.on_next_hook = hold
@@ -255,6 +256,7 @@ def test_spec304_request_from_another_thread_while_draining_returns_at_once() ->
     release.set()
     first.join(5)
     second.join(5)
+    assert released == [True]
     assert sub.elements == [0, 1, 2, 3, 4]
     assert sub.signal_threads == {threading.get_ident(), first.ident}  # on_subscribe, then drain
     sub.assert_no_violations()
@@ -301,11 +303,12 @@ def test_spec309_bad_request_from_another_thread_is_delivered_serially() -> None
     thread; the draining thread delivers on_error after on_next returns."""
     inside = threading.Event()
     release = threading.Event()
+    released: list[bool] = []  # asserted on the test thread: the drain would swallow it (§2.13)
 
     def hold(element: int) -> None:
         if element == 0:
             inside.set()
-            assert release.wait(5)
+            released.append(release.wait(5))
 
     sub: RecordingSubscriber[int] = RecordingSubscriber()
     sub.on_next_hook = hold
@@ -320,6 +323,7 @@ def test_spec309_bad_request_from_another_thread_is_delivered_serially() -> None
     assert sub.error is None  # not delivered while on_next is still running
     release.set()
     drainer.join(5)
+    assert released == [True]
     assert isinstance(sub.error, IllegalRequestError)
     assert bad.ident not in sub.signal_threads
     sub.assert_no_violations()
@@ -757,6 +761,22 @@ def test_on_loop_signals_on_the_loop_thread(running_loop: asyncio.AbstractEventL
     sub.await_terminal()
     assert sub.elements == list(range(3000))
     assert sub.signal_threads == {threading.get_ident(), loop_thread}  # on_subscribe is here
+    sub.assert_no_violations()
+
+
+def test_on_loop_yields_to_the_loop_after_each_batch(
+    running_loop: asyncio.AbstractEventLoop,
+) -> None:
+    """OnLoop: a drain that reschedules itself after a batch runs again from call_soon, not
+    nested inside the batch before: the stack stays flat however many batches there are,
+    and the loop gets its turn between them."""
+    depths: list[int] = []
+    drain, sub = start(PullSource(range(50)), policy=OnLoop(running_loop, batch=1))
+    sub.on_next_hook = lambda element: depths.append(stack_depth())
+    sub.request(UNBOUNDED)
+    sub.await_terminal()
+    assert sub.elements == list(range(50)) and sub.completed
+    assert len(set(depths)) == 1  # 50 batches of one, each at the same depth
     sub.assert_no_violations()
 
 

@@ -241,6 +241,88 @@ class TestFromAsyncObservable:
         assert all(task.done() for task in source.tasks)
         assert sub.elements == [0, 1] and not sub.is_terminated
 
+    @pytest.mark.asyncio
+    async def test_spec312_cancel_releases_a_waiting_asend_the_disposal_leaves_alone(
+        self,
+    ) -> None:
+        """§3.12/§3.13: an asend waiting for demand returns once the subscriber cancels, by
+        the adapter's own doing: this source's disposal does not cancel its sending task."""
+        asyncio.get_running_loop().set_debug(True)
+        sending: list[asyncio.Task[None]] = []
+        subscribed = asyncio.Event()
+
+        class Polite(AsyncObservable[int]):
+            async def subscribe_async(
+                self, send: Any = None, throw: Any = None, close: Any = None
+            ) -> AsyncDisposable:
+                sending.append(asyncio.create_task(send.asend(0)))
+                subscribed.set()
+                return AsyncDisposable.empty()
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+        from_async_observable(Polite()).subscribe(sub)
+        await asyncio.wait_for(subscribed.wait(), 5)
+        for _ in range(5):
+            await asyncio.sleep(0)  # loop turns, not time: the asend reaches its wait
+        assert not sending[0].done()  # no demand: the asend waits
+        sub.cancel()
+        await asyncio.wait_for(sending[0], 5)
+        assert sub.elements == [] and not sub.is_terminated
+
+    @pytest.mark.asyncio
+    async def test_spec313_cancel_while_subscribe_async_runs_disposes_what_it_returns(
+        self,
+    ) -> None:
+        """§3.12/§3.13: cancelled while the source's subscribe_async is still running: the
+        disposable it then returns is disposed at once."""
+        asyncio.get_running_loop().set_debug(True)
+        started = asyncio.Event()
+        go = asyncio.Event()
+        disposed = asyncio.Event()
+
+        class Slow(AsyncObservable[int]):
+            async def subscribe_async(
+                self, send: Any = None, throw: Any = None, close: Any = None
+            ) -> AsyncDisposable:
+                started.set()
+                await go.wait()
+
+                async def dispose() -> None:
+                    disposed.set()
+
+                return AsyncDisposable.create(dispose)
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+        from_async_observable(Slow()).subscribe(sub)
+        await asyncio.wait_for(started.wait(), 5)
+        sub.cancel()
+        go.set()
+        await asyncio.wait_for(disposed.wait(), 5)
+
+    @pytest.mark.asyncio
+    async def test_cancelled_in_on_subscribe_never_subscribes_to_the_source(self) -> None:
+        """A subscriber that cancels inside on_subscribe: subscribe_async is never called."""
+        asyncio.get_running_loop().set_debug(True)
+        calls: list[Any] = []
+
+        class Source(AsyncObservable[int]):
+            async def subscribe_async(
+                self, send: Any = None, throw: Any = None, close: Any = None
+            ) -> AsyncDisposable:
+                calls.append(send)
+                return AsyncDisposable.empty()
+
+        class Canceller(RecordingSubscriber[int]):
+            def on_subscribe(self, subscription: Any) -> None:
+                super().on_subscribe(subscription)
+                subscription.cancel()
+
+        sub = Canceller()
+        from_async_observable(Source()).subscribe(sub)
+        for _ in range(10):
+            await asyncio.sleep(0)  # loop turns: a subscribing task would have run by now
+        assert calls == [] and sub.subscription is not None
+
     def test_the_loop_shutting_down_mid_stream_fails_the_stream(self) -> None:
         """asyncio.run ending (it cancels every task) while the subscriber, on another thread,
         still has demand outstanding: it gets on_error instead of waiting forever."""

@@ -853,6 +853,36 @@ class TestToAsyncIterator:
         assert got == [1, 2]
 
     @pytest.mark.asyncio
+    async def test_after_the_error_the_iterator_is_exhausted(self) -> None:
+        """As to_iterator does: the publisher's error is raised once, where iteration reaches
+        it; after that the iterator is closed and only raises StopAsyncIteration."""
+
+        def gen() -> Iterator[int]:
+            yield 1
+            raise KeyError("broken")
+
+        it = to_async_iterator(from_iterable(gen()))
+        assert await it.__anext__() == 1
+        with pytest.raises(KeyError, match="broken"):
+            await it.__anext__()
+        with pytest.raises(StopAsyncIteration):
+            await it.__anext__()
+
+    def test_iterating_on_another_event_loop_raises(self) -> None:
+        """The iterator belongs to the loop it subscribed on: __anext__ on another loop raises
+        a clear RuntimeError instead of waiting for a wake that would come to the first."""
+        pub = ManualPublisher()
+        it = to_async_iterator(pub)
+        asyncio.run(it.__aenter__())  # subscribes on this first loop
+        assert pub.subscribed.is_set()
+
+        async def elsewhere() -> Any:
+            return await asyncio.wait_for(it.__anext__(), 5)
+
+        with pytest.raises(RuntimeError, match="another event loop"):
+            asyncio.run(elsewhere())
+
+    @pytest.mark.asyncio
     async def test_overflowing_publisher_is_cancelled_with_1_1_error(self) -> None:
         """A publisher that sends more than requested is cancelled; §1.1 error at the async for."""
         pub = ManualPublisher()

@@ -19,8 +19,10 @@ from typing import Any
 import pytest
 import reactivex
 from reactivex import operators as ops
+from reactivex.disposable import Disposable
 from reactivex.scheduler import NewThreadScheduler
 from reactivex.subject import Subject
+from reactivex.testing import TestScheduler
 
 from adapters.iterables import from_iterable, to_iterator
 from adapters.rx import Overflow, from_observable, rx_processor, to_observable
@@ -62,11 +64,13 @@ class _Counted:
 
 
 class _CountingPublisher:
-    """Wraps a Publisher and counts what its subscriber requests and receives."""
+    """Wraps a Publisher and counts what its subscriber requests (and each request's size)
+    and receives."""
 
     def __init__(self, inner: Publisher[Any]) -> None:
         self.inner = inner
         self.requested = 0
+        self.requests: list[int] = []
         self.sent = 0
         self.cancelled = threading.Event()
         self.max_in_flight = 0
@@ -81,6 +85,7 @@ class _CountingPublisher:
                     def request(self, n: int) -> None:
                         with outer._lock:
                             outer.requested += n
+                            outer.requests.append(n)
                             outer.max_in_flight = max(
                                 outer.max_in_flight, outer.requested - outer.sent
                             )
@@ -180,6 +185,28 @@ def test_cancel_ends_the_owned_thread_and_closes_the_source() -> None:
         thread.join(5)
         assert not thread.is_alive()
     assert gen.closed.wait(5)
+
+
+def test_cancel_from_on_next_stops_a_synchronous_producer_that_ignores_dispose() -> None:
+    """block on a cold source whose subscribe function loops for ever, never looking at its
+    disposal: a cancel from on_next still ends it at once, by unwinding the owned thread's
+    stack at the next element it emits (§3.12)."""
+    emitted: list[int] = []
+    finished = threading.Event()
+
+    def endless(observer: Any, scheduler: Any = None) -> Any:
+        try:
+            for i in itertools.count():
+                emitted.append(i)
+                observer.on_next(i)
+        finally:
+            finished.set()
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(100)
+    sub.on_next_hook = lambda x: sub.cancel() if x == 3 else None
+    from_observable(reactivex.create(endless), overflow="block").subscribe(sub)
+    assert finished.wait(5)
+    assert sub.elements == [0, 1, 2, 3] and len(emitted) <= 5
 
 
 def test_owned_thread_ends_once_a_hot_subject_is_subscribed() -> None:
@@ -294,9 +321,7 @@ class TestBlockLease:
         assert len(leases) == 1
         sub.assert_no_violations()
 
-    def test_cancel_from_another_thread_stops_a_fast_cold_emission(
-        self, leases: list[int]
-    ) -> None:
+    def test_cancel_from_another_thread_stops_a_fast_cold_emission(self, leases: list[int]) -> None:
         """§3.12/§3.13: cancel from another thread while an infinite cold source is delivered
         under a lease: it stops (at most one more element arrives after cancel returned),
         the generator is closed, the owned thread ends, the subscriber is let go."""
@@ -326,9 +351,7 @@ class TestBlockLease:
         assert disposed.wait(5)  # not 10 s later, at the timer's next element
         assert sub.elements == [-1] and not sub.is_terminated
 
-    def test_request_from_another_thread_while_the_emitter_waits(
-        self, leases: list[int]
-    ) -> None:
+    def test_request_from_another_thread_while_the_emitter_waits(self, leases: list[int]) -> None:
         """block: with no demand the owned thread fills the buffer and waits (no lease);
         requests from this thread release it; once the buffer is empty and demand remains,
         the rest is delivered under a lease, in order, on the owned thread."""
@@ -346,9 +369,7 @@ class TestBlockLease:
         assert len(leases) == 1 and leases[0] in sub.signal_threads
         sub.assert_no_violations()
 
-    def test_spec309_request_zero_during_a_lease_signals_on_error(
-        self, leases: list[int]
-    ) -> None:
+    def test_spec309_request_zero_during_a_lease_signals_on_error(self, leases: list[int]) -> None:
         """§3.9: request(0) from on_next under a lease: on_error(IllegalRequestError) right
         after that element; the generator is closed and the owned thread ends."""
         before = _owned_threads()
@@ -780,6 +801,7 @@ def _two_emitters_waiting_for_room() -> None:
         sub: RecordingSubscriber[int] = RecordingSubscriber(0)
         from_observable(subject, overflow="block", buffer_size=2).subscribe(sub)
         sub.await_condition(lambda: len(subject.observers) == 1)  # noqa: B023
+
         def emit(first: int) -> None:
             for i in range(first, first + 50):
                 subject.on_next(i)  # noqa: B023
@@ -935,6 +957,23 @@ def test_cancel_from_on_next_stops_a_cold_synchronous_source() -> None:
     assert sub.elements == [0, 1, 2, 3, 4] and gen.pulled <= 6 and gen.closed.is_set()
 
 
+def test_spec313_cancel_during_the_rx_subscribe_call_disposes_what_it_returns() -> None:
+    """§3.12/§3.13: a cancel that arrives while observable.subscribe() is still running (the
+    subscriber cancels from the on_next the source emits synchronously) disposes the
+    disposable that subscribe() then returns."""
+    disposed = threading.Event()
+
+    def subscribe(observer: Any, scheduler: Any = None) -> Disposable:
+        observer.on_next(1)
+        return Disposable(disposed.set)
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    sub.on_next_hook = lambda x: sub.cancel()
+    from_observable(reactivex.create(subscribe), overflow="drop").subscribe(sub)
+    assert sub.elements == [1]
+    assert disposed.wait(5)
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_none_from_rx_fails_the_stream_without_raising_into_rx(strategy: str) -> None:
     """None is a legal Rx value but never an element: on_error(TypeError), Rx unharmed."""
@@ -1019,6 +1058,21 @@ def test_to_observable_dispose_cancels() -> None:
         assert seen.wait(5)
         disposable.dispose()
         assert gen.closed.wait(5)
+
+
+def test_to_observable_disposed_before_it_connects_never_subscribes() -> None:
+    """Disposed before the scheduler ran the connection: the publisher is never subscribed."""
+    subscribed: list[Subscriber[Any]] = []
+
+    class Recording:
+        def subscribe(self, subscriber: Subscriber[Any]) -> None:
+            subscribed.append(subscriber)
+
+    scheduler = TestScheduler()
+    disposable = to_observable(Recording()).subscribe(lambda x: None, scheduler=scheduler)
+    disposable.dispose()
+    scheduler.start()  # runs what was scheduled: the connection, which finds it disposed
+    assert subscribed == []
 
 
 def test_to_observable_take_stops_an_infinite_synchronous_publisher() -> None:
@@ -1108,6 +1162,26 @@ def test_rx_processor_keeps_the_bound_and_honest_demand(name: str) -> None:
     assert upstream.max_in_flight <= size
     assert sub.elements == _reference(CHAINS[name](), list(range(500)))
     sub.assert_no_violations()
+
+
+def test_rx_processor_requests_upstream_in_batches_of_at_least_75_percent() -> None:
+    """The documented demand policy: after the one input that measures the expansion E,
+    upstream is asked in batches of at least 75% of buffer_size // E (E = 1 for map), not
+    one input at a time, even when downstream takes one element at a time."""
+    upstream = _CountingPublisher(from_iterable(range(200)))
+    stage = rx_processor(ops.map(lambda x: x), buffer_size=8)
+    upstream.subscribe(stage)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+    stage.subscribe(sub)
+    for _ in range(200):
+        if sub.is_terminated:
+            break
+        sub.request(1)
+    sub.request(1000)
+    sub.await_terminal()
+    assert sub.elements == list(range(200))
+    sizes = upstream.requests
+    assert sizes[0] == 1 and min(sizes[1:]) >= 6, sizes
 
 
 def test_rx_processor_bounds_expansion_when_nothing_is_requested() -> None:
