@@ -128,8 +128,9 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
 
     def on_error(self, error: Exception) -> None:
         require_error(error)  # §2.13
-        if self._done:
-            report_dropped(error, rule="1.7", where="on_error after the queue was closed")
+        if self._done:  # after our cancel it may legally race in (§1.8); after the end, not
+            rule = "1.8" if self._upstream is CANCELLED else "1.7"
+            report_dropped(error, rule=rule, where="on_error after the queue was closed or ended")
             return
         self._error = error
         self._done = True  # set after the error: a consumer that sees _done sees _error

@@ -242,6 +242,22 @@ def test_spec107_second_on_error_is_reported_not_delivered(
     assert any(r.getMessage().startswith("§1.7: ") for r in caplog.records)
 
 
+def test_spec108_an_on_error_racing_a_cancel_is_reported_as_legal(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """§1.8: an on_error arriving after cancel is legal (it raced the cancel): still kept
+    from the hooks and logged, naming §1.8, not as a §1.7 violation."""
+    sub = Hooks()
+    sub.on_subscribe(Upstream())
+    sub.cancel()
+    late = RuntimeError("racing")
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        sub.on_error(late)
+    assert names(sub) == ["subscribe"]
+    reported = [r for r in caplog.records if r.exc_info is not None and r.exc_info[1] is late]
+    assert len(reported) == 1 and reported[0].getMessage().startswith("§1.8: ")
+
+
 def test_default_hook_on_error_logs(caplog: pytest.LogCaptureFixture) -> None:
     """The default hook_on_error reports the error to the "rs_core" logger."""
     sub: BaseSubscriber[int] = BaseSubscriber()

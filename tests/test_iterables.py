@@ -518,6 +518,23 @@ def test_spec107_to_iterator_reports_an_on_error_after_on_complete(
     assert len(reported) == 1 and reported[0].getMessage().startswith("§1.7: ")
 
 
+def test_spec108_to_iterator_reports_an_on_error_racing_its_close_as_legal(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """§1.8: an upstream on_error arriving after close() cancelled it is legal: logged
+    naming §1.8, not as a §1.7 violation, and never raised by the closed iterator."""
+    silent = Silent(hot=True)
+    iterator = to_iterator(silent, prefetch=4)
+    upstream = silent.subscribers[0]
+    iterator.close()
+    late = RuntimeError("racing")
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        upstream.on_error(late)
+    assert list(iterator) == []
+    reported = [r for r in caplog.records if r.exc_info is not None and r.exc_info[1] is late]
+    assert len(reported) == 1 and reported[0].getMessage().startswith("§1.8: ")
+
+
 class _Box:
     """An element that can be weakly referenced."""
 

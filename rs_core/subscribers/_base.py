@@ -42,6 +42,7 @@ class BaseSubscriber(Generic[T]):
         self._lock = threading.Lock()
         self._upstream: Subscription | None = None
         self._done = False
+        self._cancelled = False  # by cancel() or a failing hook, not by a terminal signal
         self._rejected = False  # a second publisher rejected us: its on_error is coming
 
     # -- Subscriber ----------------------------------------------------------------------
@@ -74,8 +75,9 @@ class BaseSubscriber(Generic[T]):
 
     def on_error(self, error: Exception) -> None:
         require_error(error)  # §2.13
-        if not self._terminate():
-            report_dropped(error, rule="1.7", where="on_error after a terminal signal or cancel")
+        if not self._terminate():  # after cancel it may legally race in (§1.8); after the end, not
+            rule = "1.8" if self._cancelled else "1.7"
+            report_dropped(error, rule=rule, where="on_error after a terminal signal or cancel")
             return
         try:
             self.hook_on_error(error)
@@ -102,7 +104,7 @@ class BaseSubscriber(Generic[T]):
         """Cancel upstream once; thread-safe and idempotent (§2.6, §3.7)."""
         with self._lock:
             upstream, self._upstream = self._upstream, CANCELLED
-            self._done = True
+            self._done = self._cancelled = True
         if upstream is not None and upstream is not CANCELLED:
             upstream.cancel()
 
@@ -148,7 +150,7 @@ class BaseSubscriber(Generic[T]):
         with self._lock:
             upstream, self._upstream = self._upstream, CANCELLED
             first = not self._done
-            self._done = True
+            self._done = self._cancelled = True
         if upstream is not None and upstream is not CANCELLED:
             upstream.cancel()
         if not first:
