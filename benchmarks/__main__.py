@@ -74,9 +74,7 @@ def _plot(results: list[Result], path: Path) -> None:
     lines = sum(name.count("\n") + 1 for name in names)
     fig, ax = plt.subplots(figsize=(11, 0.32 * lines + 0.25 * len(shown) + 1.5))
     ratios = [r.ratio or 0.0 for r in shown]
-    colors = [
-        "tab:green" if r.met else "tab:red" if r.met is False else "tab:blue" for r in shown
-    ]
+    colors = ["tab:green" if r.met else "tab:red" if r.met is False else "tab:blue" for r in shown]
     ax.barh(names, ratios, color=colors)
     for i, r in enumerate(shown):
         if r.target is not None:
@@ -106,7 +104,8 @@ def _markdown(results: list[Result], payload: dict[str, Any]) -> str:
     ]
     for r in results:
         ratio = f"{r.ratio:.2f}x" if r.ratio is not None else "-"
-        target = f">= {r.target:g}x ({'met' if r.met else 'missed'})" if r.target else "report"
+        verdict = {True: " (met)", False: " (missed)", None: " (no baseline)"}[r.met]
+        target = f">= {r.target:g}x{verdict}" if r.target else "report"
         baseline = _figure(r.baseline) if r.baseline is not None else "-"
         note = r.baseline_name + (f"; {r.note}" if r.note else "")
         lines.append(

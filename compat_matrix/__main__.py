@@ -238,7 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     if cells:
         ok = sum(c.status == "pass" for c in cells)
         bad = sum(c.status == "fail" for c in cells)
-        print(f"grid: {ok}/{len(cells)} cells pass, {bad} fail", file=console)
+        missing = sorted({c.detail for c in cells if c.status == "unavailable"})
+        why = f"; unavailable: {'; '.join(missing)}" if missing else ""
+        print(f"grid: {ok}/{len(cells)} cells pass, {bad} fail{why}", file=console)
     if second.status != "off" or not args.json:
         print(second.describe(), file=console)
     if not args.json:

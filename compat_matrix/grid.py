@@ -1,7 +1,9 @@
 """The source x sink grid: every ``from_…`` feeding every ``to_…``, directly and through
-``publish_on``, with a slow consumer; each cell checks that all elements arrive in order and
-that the elements in flight (emitted by the source, not yet consumed) never exceed the bound
-the stages between them promise.
+``publish_on``, with a slow consumer. Each cell checks that all elements arrive in order; that
+the elements in flight (taken from the foreign source, not yet consumed) never exceed the
+bound the stages between them promise, so an adapter that buffers without bound fails; that
+the sink never has more than its prefetch requested and undelivered, so a sink that asks for
+unbounded demand fails; and that the run ends within ``CELL_TIMEOUT`` seconds.
 """
 
 from __future__ import annotations
@@ -15,19 +17,25 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rs_core import Publisher, Subscriber, Subscription, publish_on
+from rs_core._demand import add_cap
 
 __all__ = ["Cell", "Sink", "Source", "run_grid", "sinks", "sources"]
 
 PREFETCH = 16  # every sink's window in the grid
 PUBLISH_ON_PREFETCH = 16
+CELL_TIMEOUT = 120.0  # seconds: a cell still running then has hung, and fails
+
+Taken = Callable[[], None]
+"""Called by a source as each element leaves the foreign library (or the adapter, for Spark)."""
 
 
 @dataclass(frozen=True)
 class Source:
-    """A ``from_…`` publisher factory: ``make(n)`` emits ``0..n-1`` (after ``normalize``)."""
+    """A ``from_…`` publisher factory: ``make(n, taken)`` emits ``0..n-1`` (after
+    ``normalize``), calling ``taken()`` as each element is taken from the foreign source."""
 
     name: str
-    make: Callable[[int], Publisher[Any]]
+    make: Callable[[int, Taken], Publisher[Any]]
     normalize: Callable[[Any], Any] = lambda x: x
     slack: int = 0  # elements the adapter itself may hold beyond downstream demand
     library: str = ""  # the foreign library it bridges ("reactivex", ...), if any
@@ -71,47 +79,88 @@ class Cell:
 
 
 class _Meter:
-    """Counts elements emitted by the source and consumed by the consumer."""
+    """Counts elements taken from the source and consumed by the consumer, and the demand the
+    sink has outstanding (requested, not yet delivered to it)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.emitted = 0
         self.consumed = 0
         self.max_in_flight = 0
+        self.requested = 0
+        self.delivered = 0
+        self.max_outstanding = 0
 
-    def on_emitted(self) -> None:
+    def taken(self) -> None:
         with self.lock:
             self.emitted += 1
-            in_flight = self.emitted - self.consumed
-            if in_flight > self.max_in_flight:
-                self.max_in_flight = in_flight
+            self.max_in_flight = max(self.max_in_flight, self.emitted - self.consumed)
 
     def on_consumed(self) -> None:
         with self.lock:
             self.consumed += 1
 
+    def on_request(self, n: int) -> None:
+        with self.lock:
+            self.requested = add_cap(self.requested, n)
+            self.max_outstanding = max(self.max_outstanding, self.requested - self.delivered)
+
+    def on_delivered(self) -> None:
+        with self.lock:
+            self.delivered += 1
+
+
+def counted(publisher: Publisher[Any], taken: Taken) -> Publisher[Any]:
+    """``publisher`` calling ``taken()`` for each element it emits: for a source whose foreign
+    side cannot be counted (Spark's rows leave the JVM a partition at a time)."""
+    return _Tap(publisher, on_next=taken)
+
 
 class _Tap:
-    """A pass-through Publisher that counts what its upstream emits."""
+    """A pass-through Publisher calling ``on_next()`` per element and ``on_request(n)`` per
+    request its subscriber makes."""
 
-    def __init__(self, upstream: Publisher[Any], meter: _Meter) -> None:
+    def __init__(
+        self,
+        upstream: Publisher[Any],
+        on_next: Callable[[], None],
+        on_request: Callable[[int], None] | None = None,
+    ) -> None:
         self._upstream = upstream
-        self._meter = meter
+        self._on_next = on_next
+        self._on_request = on_request
 
     def subscribe(self, subscriber: Subscriber[Any]) -> None:
-        self._upstream.subscribe(_TapSubscriber(subscriber, self._meter))
+        self._upstream.subscribe(_TapSubscriber(subscriber, self._on_next, self._on_request))
 
 
 class _TapSubscriber:
-    def __init__(self, downstream: Subscriber[Any], meter: _Meter) -> None:
+    def __init__(
+        self,
+        downstream: Subscriber[Any],
+        on_next: Callable[[], None],
+        on_request: Callable[[int], None] | None,
+    ) -> None:
         self._downstream = downstream
-        self._meter = meter
+        self._on_next = on_next
+        self._on_request = on_request
+        self._upstream: Subscription | None = None
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        self._downstream.on_subscribe(subscription)
+        self._upstream = subscription
+        self._downstream.on_subscribe(self if self._on_request is not None else subscription)
+
+    def request(self, n: int) -> None:  # only when counting requests
+        assert self._upstream is not None and self._on_request is not None
+        self._on_request(n)
+        self._upstream.request(n)
+
+    def cancel(self) -> None:
+        assert self._upstream is not None
+        self._upstream.cancel()
 
     def on_next(self, element: Any) -> None:
-        self._meter.on_emitted()
+        self._on_next()
         self._downstream.on_next(element)
 
     def on_error(self, error: Exception) -> None:
@@ -129,13 +178,13 @@ def sources(spark: bool = False) -> Iterator[Source | tuple[str, str]]:
     ``spark=True`` adds the Spark sources (starts a local Spark session)."""
     from adapters.iterables import from_iterable
 
-    yield Source("from_iterable(generator)", lambda n: from_iterable(_gen(n)))
+    yield Source("from_iterable(generator)", lambda n, taken: from_iterable(_gen(n, taken)))
     try:
         from adapters.async_iterables import from_async_iterable
 
         yield Source(
             "from_async_iterable",
-            lambda n: from_async_iterable(_agen(n), loop=_helper_loop()),
+            lambda n, taken: from_async_iterable(_agen(n, taken), loop=_helper_loop()),
         )
     except ImportError as exc:
         yield ("from_async_iterable", str(exc))
@@ -146,8 +195,10 @@ def sources(spark: bool = False) -> Iterator[Source | tuple[str, str]]:
 
         yield Source(
             "from_observable(block)",
-            lambda n: from_observable(reactivex.from_iterable(range(n))),
-            slack=256,  # the default buffer_size of from_observable
+            lambda n, taken: from_observable(
+                reactivex.from_iterable(_gen(n, taken)), buffer_size=PREFETCH
+            ),
+            slack=PREFETCH + 1,  # block fills its buffer ahead of demand, then waits holding one
             library="reactivex",
         )
     except ImportError as exc:
@@ -157,8 +208,8 @@ def sources(spark: bool = False) -> Iterator[Source | tuple[str, str]]:
 
         yield Source(
             "from_async_observable",
-            lambda n: from_async_observable(_aio_source(n), loop=_helper_loop()),
-            slack=1,
+            lambda n, taken: from_async_observable(_aio_source(n, taken), loop=_helper_loop()),
+            slack=2,  # the slot, and the element a worker holds while asend waits
             library="aioreactive",
         )
     except ImportError as exc:
@@ -221,8 +272,7 @@ def sinks() -> Iterator[Sink | tuple[str, str]]:
             to_observable(publisher, prefetch=PREFETCH).subscribe(
                 on_next=on_next, on_error=on_error, on_completed=done.set
             )
-            if not done.wait(60):
-                raise TimeoutError("to_observable sink did not terminate in 60 s")
+            done.wait()  # run_cell fails a cell still running after CELL_TIMEOUT
             if errors:
                 raise errors[0]
 
@@ -231,19 +281,22 @@ def sinks() -> Iterator[Sink | tuple[str, str]]:
         yield ("to_observable", str(exc))
 
 
-def _gen(n: int) -> Iterator[int]:
-    yield from range(n)
-
-
-async def _agen(n: int) -> Any:
+def _gen(n: int, taken: Taken) -> Iterator[int]:
     for i in range(n):
+        taken()
         yield i
 
 
-def _aio_source(n: int) -> Any:
+async def _agen(n: int, taken: Taken) -> Any:
+    for i in range(n):
+        taken()
+        yield i
+
+
+def _aio_source(n: int, taken: Taken) -> Any:
     import aioreactive as rx
 
-    return rx.from_async_iterable(_agen(n))
+    return rx.from_async_iterable(_agen(n, taken))
 
 
 _loop: asyncio.AbstractEventLoop | None = None
@@ -267,7 +320,7 @@ def _helper_loop() -> asyncio.AbstractEventLoop:
 def run_cell(source: Source, sink: Sink, via: str, n: int, delay: float) -> Cell:
     """Feed ``n`` elements from ``source`` to ``sink`` with a consumer sleeping ``delay`` each."""
     meter = _Meter()
-    publisher: Publisher[Any] = _Tap(source.make(n), meter)
+    publisher = source.make(n, meter.taken)
     # Each stage holds at most its prefetch, plus the one element it has dequeued and is handing on.
     bound = PREFETCH + 1 + source.slack
     executor: ThreadPoolExecutor | None = None
@@ -275,25 +328,41 @@ def run_cell(source: Source, sink: Sink, via: str, n: int, delay: float) -> Cell
         executor = ThreadPoolExecutor(1, thread_name_prefix="grid-publish-on")
         publisher = publish_on(publisher, executor, prefetch=PUBLISH_ON_PREFETCH)
         bound += PUBLISH_ON_PREFETCH + 1
+    if n < 2 * bound:  # fewer, and an unbounded buffer could not show
+        raise ValueError(f"grid elements must be >= {2 * bound} (twice the bound), got {n}")
+    publisher = _Tap(publisher, meter.on_delivered, meter.on_request)  # the sink's demand
     received: list[Any] = []
 
     def consume(element: Any) -> None:
         meter.on_consumed()
         received.append(source.normalize(element))
 
+    errors: list[Exception] = []
+
+    def run() -> None:
+        try:
+            sink.consume(publisher, consume, delay)
+        except Exception as exc:
+            errors.append(exc)
+
+    runner = threading.Thread(target=run, name="grid-cell", daemon=True)
+    runner.start()
+    runner.join(CELL_TIMEOUT)
+    if executor is not None:
+        executor.shutdown(wait=False)
     status, detail = "pass", ""
-    try:
-        sink.consume(publisher, consume, delay)
-    except Exception as exc:
-        status, detail = "fail", f"{type(exc).__name__}: {exc}"
-    finally:
-        if executor is not None:
-            executor.shutdown(wait=False)
-    if status == "pass" and received != list(range(n)):
+    if runner.is_alive():
+        status, detail = "fail", f"still running after {CELL_TIMEOUT:.0f} s: a hang"
+    elif errors:
+        status, detail = "fail", f"{type(errors[0]).__name__}: {errors[0]}"
+    elif received != list(range(n)):
         status, detail = "fail", f"received {len(received)} elements, not 0..{n - 1} in order"
-    if status == "pass" and meter.max_in_flight > bound:
+    elif meter.max_in_flight > bound:
         status = "fail"
         detail = f"{meter.max_in_flight} elements in flight, bound {bound}"
+    elif meter.max_outstanding > PREFETCH:
+        status = "fail"
+        detail = f"the sink had {meter.max_outstanding} requested ahead, prefetch {PREFETCH}"
     libraries = [lib for lib in (source.library, sink.library) if lib]
     return Cell(
         source.name,

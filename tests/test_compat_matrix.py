@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from compat_matrix import grid
 from compat_matrix.__main__ import failures, main, markdown, versions_line
 from compat_matrix._envs import SecondRun, interleave, merge, parse_payload, run_second, tag
 from compat_matrix._tck_run import CaseResult, run_case
 from compat_matrix._tck_run import TestOutcome as Outcome  # not "Test…": pytest would collect it
-from compat_matrix.grid import Cell, run_grid
+from compat_matrix.grid import Cell, Sink, Source, run_cell, run_grid
 from rs_core import Publisher, Subscriber, Subscription
 from rs_core.tck import PublisherVerification, TestEnvironment
 
@@ -77,11 +80,111 @@ def test_runner_reports_a_required_failure_with_its_rule() -> None:
 
 def test_grid_cells_that_can_run_all_pass() -> None:
     """Every available source feeds every available sink, in order, within the bound."""
-    cells = run_grid(n=60, delay=0.0)
+    cells = run_grid(n=120, delay=0.0)
     ran = [c for c in cells if c.status != "unavailable"]
     assert ran, "no grid cell could run"
     assert [c for c in ran if c.status != "pass"] == []
     assert all(c.max_in_flight <= c.bound for c in ran)
+
+
+def _eager(n: int, taken: grid.Taken) -> Publisher[int]:
+    """A broken adapter: takes its whole source at subscribe, then emits with demand."""
+    from adapters.iterables import from_iterable
+
+    def whole() -> list[int]:
+        out = []
+        for i in range(n):
+            taken()
+            out.append(i)
+        return out
+
+    class Eager:
+        def subscribe(self, subscriber: Subscriber[int]) -> None:
+            from_iterable(whole()).subscribe(subscriber)
+
+    return Eager()
+
+
+def _greedy_sink(publisher: Publisher[Any], consume: Any, delay: float) -> None:
+    """A broken sink: asks for unbounded demand, consuming on the signalling thread (as an
+    Rx observer does), so nothing piles up."""
+    done = threading.Event()
+
+    class Greedy:
+        def on_subscribe(self, subscription: Subscription) -> None:
+            subscription.request(2**62)
+
+        def on_next(self, element: Any) -> None:
+            consume(element)
+
+        def on_error(self, error: Exception) -> None:
+            done.set()
+
+        def on_complete(self) -> None:
+            done.set()
+
+    publisher.subscribe(Greedy())
+    done.wait()
+
+
+def _ordinary_source() -> Source:
+    source = next(s for s in grid.sources() if isinstance(s, Source))
+    assert source.name == "from_iterable(generator)"
+    return source
+
+
+def _ordinary_sink() -> Sink:
+    sink = next(s for s in grid.sinks() if isinstance(s, Sink))
+    assert sink.name == "to_iterator"
+    return sink
+
+
+def test_a_grid_cell_fails_an_adapter_that_buffers_its_source() -> None:
+    """In flight is counted from where elements leave the foreign source, so an adapter that
+    takes everything at once fails, though it emits only with demand."""
+    cell = run_cell(Source("eager", _eager), _ordinary_sink(), "direct", 300, 0.0)
+    assert cell.status == "fail" and "in flight" in cell.detail and cell.max_in_flight == 300
+
+
+def test_a_grid_cell_fails_a_sink_that_requests_without_bound() -> None:
+    """The sink's outstanding demand is checked against its prefetch: a sink asking for
+    unbounded demand fails even where it consumes as elements come (nothing piles up)."""
+    cell = run_cell(_ordinary_source(), Sink("greedy", _greedy_sink), "direct", 300, 0.0)
+    assert cell.status == "fail" and "requested ahead" in cell.detail
+    assert cell.max_in_flight <= cell.bound  # only the demand check could catch it
+
+
+def test_a_grid_cell_that_hangs_fails_instead_of_stopping_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A source that never completes fails its cell after CELL_TIMEOUT; the run goes on."""
+    release = threading.Event()
+
+    class Silent:
+        def subscribe(self, subscriber: Subscriber[int]) -> None:
+            class Idle:
+                def request(self, n: int) -> None:
+                    pass
+
+                def cancel(self) -> None:
+                    release.set()
+
+            subscriber.on_subscribe(Idle())
+
+    monkeypatch.setattr(grid, "CELL_TIMEOUT", 0.5)
+    try:
+        cell = run_cell(
+            Source("silent", lambda n, taken: Silent()), _ordinary_sink(), "direct", 300, 0.0
+        )
+    finally:
+        release.set()
+    assert cell.status == "fail" and "still running" in cell.detail
+
+
+def test_a_grid_too_short_to_show_the_bound_is_refused() -> None:
+    """With fewer elements than twice the bound, an unbounded buffer could pass: refused."""
+    with pytest.raises(ValueError, match="twice the bound"):
+        run_cell(_ordinary_source(), _ordinary_sink(), "direct", 20, 0.0)
 
 
 # -- the second environment (another reactivex), merged into one matrix ----------------------

@@ -159,19 +159,22 @@ CASES = [
 
 def grid_sources() -> list[Any]:
     """The Spark sources for the source x sink grid (``compat_matrix.grid``): ``n`` rows of
-    ``spark.range(n)``, normalised to their ids. They emit only on demand (slack 0)."""
-    from compat_matrix.grid import Source
+    ``spark.range(n)``, normalised to their ids. They emit only on demand (slack 0); rows
+    are counted as they leave the adapter (Spark's side, a partition at a time, is not)."""
+    from compat_matrix.grid import Source, counted
 
     return [
         Source(
             "from_dataframe(rows)",
-            lambda n: from_dataframe(_frame(n)),
+            lambda n, taken: counted(from_dataframe(_frame(n)), taken),
             lambda row: row.id,
             library="pyspark",
         ),
         Source(
             "from_dataframe(arrow)",
-            lambda n: from_dataframe(_frame(n), mode="arrow", max_rows_per_batch=1),
+            lambda n, taken: counted(
+                from_dataframe(_frame(n), mode="arrow", max_rows_per_batch=1), taken
+            ),
             lambda batch: batch.column(0)[0].as_py(),
             library="pyspark",
         ),
