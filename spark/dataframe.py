@@ -468,7 +468,7 @@ class _ArrowBatcher:
     nested field, all ``None``) is taken from the next batches that have a value.
     """
 
-    __slots__ = ("_given", "_infer", "_large", "schema", "spark_schema")
+    __slots__ = ("_given", "_infer", "_inferred", "_large", "schema", "spark_schema")
 
     def __init__(self, schema: StructType | str | None, session: SparkSession) -> None:
         from pyspark.sql.types import StructType
@@ -484,6 +484,7 @@ class _ArrowBatcher:
             == "TIMESTAMP_NTZ",
         }
         self._given = schema is not None
+        self._inferred: StructType | None = None  # Spark's inference so far, merged
         self.spark_schema: StructType | None = None
         self.schema: pa.Schema | None = None  # every batch is cast to it
         if schema is not None:
@@ -522,14 +523,15 @@ class _ArrowBatcher:
         else:  # scalars
             data = [(e,) for e in elements]
             names = ["value"]
-        schema = self.spark_schema
-        if not self._given and (schema is None or _has_nulltype(schema)):
+        known = self._inferred
+        if not self._given and (known is None or _has_nulltype(known)):
             inferred = _infer_schema(data[0], names, **self._infer)
             for row in data[1:]:
                 inferred = _merge_type(inferred, _infer_schema(row, names, **self._infer))
-            schema = inferred if schema is None else _merge_type(schema, inferred)
-            self.spark_schema = schema
-            self.schema = self._arrow(schema)
+            self._inferred = inferred if known is None else _merge_type(known, inferred)
+            self.spark_schema = _typed_map_keys(self._inferred)
+            self.schema = self._arrow(self.spark_schema)
+        schema = self.spark_schema
         assert schema is not None
         table = LocalDataToArrowConversion.convert(data, schema, self._large)
         return table.combine_chunks().to_batches()[0]
@@ -555,6 +557,31 @@ class _ArrowBatcher:
         """The columns whose type is still unknown (Arrow ``null``, maybe nested)."""
         schema = self.schema
         return [] if schema is None else [f.name for f in schema if _has_null(f.type)]
+
+
+def _typed_map_keys(data_type: Any) -> Any:
+    """Spark infers an empty dict as ``map<void, void>``, but an Arrow map's key cannot be of
+    the null type: such keys get a stand-in type (string; no key exists to convert) until a
+    later batch tells, and the batches before it are cast then (see ``unify``)."""
+    from pyspark.sql.types import ArrayType, MapType, NullType, StringType, StructField, StructType
+
+    if isinstance(data_type, MapType):
+        key = data_type.keyType
+        return MapType(
+            StringType() if isinstance(key, NullType) else _typed_map_keys(key),
+            _typed_map_keys(data_type.valueType),
+            data_type.valueContainsNull,
+        )
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_typed_map_keys(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, StructType):
+        return StructType(
+            [
+                StructField(f.name, _typed_map_keys(f.dataType), f.nullable, f.metadata)
+                for f in data_type.fields
+            ]
+        )
+    return data_type
 
 
 def _has_null(arrow_type: pa.DataType) -> bool:

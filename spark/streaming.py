@@ -185,23 +185,27 @@ class _StreamSource(Source[Any]):
     def _watch(self, query: Any) -> None:
         """Wait for the query to end; turn its end into END or the error (§1.4). A stopped
         session may never release ``awaitTermination``: it is looked at between waits."""
-        error: Exception | None = None
+        failure: object = None
         try:
             while not query.awaitTermination(_CHECK_EVERY):
                 if self._stopped:
                     return  # cancelled: close() stops the query
                 if stopped_session(self._df) is not None:
                     break
-            why = stopped_session(self._df)  # its end may look like a stop: it is a failure
-            failure = None if why is not None else query.exception()
-            if why is not None:
-                error = RuntimeError(f"from_stream(): {why}")
-            elif isinstance(failure, Exception):
-                error = failure
-            elif failure is not None:
-                error = RuntimeError(str(failure))
-        except Exception as exc:
-            error = spark_error(exc)
+            else:
+                failure = query.exception()
+        except Exception as exc:  # awaitTermination raises the query's failure
+            failure = spark_error(exc)
+        why = stopped_session(self._df)  # its end may look like a stop: it is a failure
+        error: Exception | None = None
+        if why is not None:
+            error = RuntimeError(f"from_stream(): {why}")
+        elif self._outside:  # stopped from outside: a failure is our own _abandon's, which
+            error = None  # kept the batch uncommitted; the stop itself is an end
+        elif isinstance(failure, Exception):
+            error = failure
+        elif failure is not None:
+            error = RuntimeError(str(failure))
         with self._cond:
             if self._stopped:
                 return

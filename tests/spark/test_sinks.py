@@ -157,7 +157,8 @@ def test_to_dataframe_types_a_nested_field_that_was_all_null_in_the_first_batch(
     session: Any,
 ) -> None:
     """An empty list in every row of the first batch (list<null>) takes its element type
-    from a later batch, for rows and for Arrow batches alike."""
+    from a later batch, for rows and for Arrow batches alike; so does an empty dict (a map
+    whose key type Spark cannot infer, and Arrow cannot leave null)."""
     rows = [{"i": 0, "xs": []}, {"i": 1, "xs": [1, 2]}]
     df = to_dataframe(from_iterable(rows), session, batch_size=1)
     assert df.schema.simpleString() == "struct<i:bigint,xs:array<bigint>>"
@@ -165,6 +166,10 @@ def test_to_dataframe_types_a_nested_field_that_was_all_null_in_the_first_batch(
     batches = [pa.RecordBatch.from_pylist([row]) for row in rows]
     df = to_dataframe(from_iterable(batches), session, batch_size=1)
     assert [r.xs for r in df.orderBy("i").collect()] == [[], [1, 2]]
+    maps = [{"i": 0, "m": {}}, {"i": 1, "m": {}}, {"i": 2, "m": {3: "x"}}]  # map<void, void>
+    df = to_dataframe(from_iterable(maps), session, batch_size=2)
+    assert df.schema.simpleString() == "struct<i:bigint,m:map<bigint,string>>"
+    assert [r.m for r in df.orderBy("i").collect()] == [{}, {}, {3: "x"}]
 
 
 def test_to_dataframe_refuses_a_session_that_is_not_one_before_pulling() -> None:
