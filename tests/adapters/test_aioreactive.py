@@ -109,6 +109,19 @@ class AwaitingSource(AsyncObservable[int]):
         return AsyncDisposable.create(dispose)
 
 
+class Capturing(AsyncObservable[int]):
+    """A source that only records the observers subscribed to it (and never signals)."""
+
+    def __init__(self) -> None:
+        self.observers: list[AsyncObserver[int]] = []
+
+    async def subscribe_async(
+        self, send: Any = None, throw: Any = None, close: Any = None
+    ) -> AsyncDisposable:
+        self.observers.append(send)
+        return AsyncDisposable.empty()
+
+
 class ManualSubscription:
     def __init__(self) -> None:
         self.requests: list[int] = []
@@ -303,14 +316,7 @@ class TestFromAsyncObservable:
     async def test_cancelled_in_on_subscribe_never_subscribes_to_the_source(self) -> None:
         """A subscriber that cancels inside on_subscribe: subscribe_async is never called."""
         asyncio.get_running_loop().set_debug(True)
-        calls: list[Any] = []
-
-        class Source(AsyncObservable[int]):
-            async def subscribe_async(
-                self, send: Any = None, throw: Any = None, close: Any = None
-            ) -> AsyncDisposable:
-                calls.append(send)
-                return AsyncDisposable.empty()
+        source = Capturing()
 
         class Canceller(RecordingSubscriber[int]):
             def on_subscribe(self, subscription: Any) -> None:
@@ -318,10 +324,10 @@ class TestFromAsyncObservable:
                 subscription.cancel()
 
         sub = Canceller()
-        from_async_observable(Source()).subscribe(sub)
+        from_async_observable(source).subscribe(sub)
         for _ in range(10):
             await asyncio.sleep(0)  # loop turns: a subscribing task would have run by now
-        assert calls == [] and sub.subscription is not None
+        assert source.observers == [] and sub.subscription is not None
 
     def test_the_loop_shutting_down_mid_stream_fails_the_stream(self) -> None:
         """asyncio.run ending (it cancels every task) while the subscriber, on another thread,
@@ -373,21 +379,13 @@ class TestFromAsyncObservable:
 
     def test_asend_from_another_loop_is_refused(self, loop: asyncio.AbstractEventLoop) -> None:
         """A source signalling from a different loop gets a clear RuntimeError from asend."""
-        captured: list[AsyncObserver[int]] = []
-
-        class Leaky(AsyncObservable[int]):
-            async def subscribe_async(
-                self, send: Any = None, throw: Any = None, close: Any = None
-            ) -> AsyncDisposable:
-                captured.append(send)
-                return AsyncDisposable.empty()
-
+        leaky = Capturing()
         sub: RecordingSubscriber[int] = RecordingSubscriber(1)
-        from_async_observable(Leaky(), loop=loop).subscribe(sub)
+        from_async_observable(leaky, loop=loop).subscribe(sub)
         settle(loop)
-        assert len(captured) == 1
+        assert len(leaky.observers) == 1
         with pytest.raises(RuntimeError, match="another event loop"):
-            asyncio.run(captured[0].asend(1))
+            asyncio.run(leaky.observers[0].asend(1))
         sub.cancel()
 
     def test_requests_and_cancel_from_many_threads(self, loop: asyncio.AbstractEventLoop) -> None:
