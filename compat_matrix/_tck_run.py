@@ -124,6 +124,12 @@ def run_case(
         except Exception as exc:
             status = "error"
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        except BaseException as exc:  # pytest.skip() / pytest.fail() in a user's case
+            kind_of = type(exc).__name__
+            if kind_of not in ("Skipped", "Failed"):
+                raise  # KeyboardInterrupt, SystemExit: the run stops
+            status = "skip" if kind_of == "Skipped" else "fail"
+            detail = str(exc)
         result.outcomes.append(TestOutcome(name, rule, kind, status, detail[:500]))
         if progress is not None:
             progress()

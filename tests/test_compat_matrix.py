@@ -78,6 +78,25 @@ def test_runner_reports_a_required_failure_with_its_rule() -> None:
     assert any(o.rule == "1.1" and o.detail.startswith("§1.1") for o in failures)
 
 
+def test_runner_records_pytest_skip_and_fail_in_a_case_as_skip_and_fail() -> None:
+    """A user's case may call pytest.skip() or pytest.fail() (BaseExceptions): the runner
+    records them as skip and fail, instead of stopping the whole matrix."""
+
+    class Scripted(_Overproducing):
+        def create_publisher(self, elements: int) -> Publisher[int]:
+            if elements == 0:
+                pytest.skip("no empty publisher here")
+            pytest.fail("cannot build one")
+
+    try:
+        result = run_case("teeth", "scripted", Scripted)
+    except BaseException as exc:  # noqa: BLE001 - pytest's outcomes are what must not escape
+        raise AssertionError(f"the runner let {type(exc).__name__} out: {exc}") from None
+    statuses = {o.status for o in result.outcomes}
+    assert "fail" in statuses and "error" not in statuses
+    assert any(o.status == "skip" and "no empty publisher" in o.detail for o in result.outcomes)
+
+
 def test_grid_cells_that_can_run_all_pass() -> None:
     """Every available source feeds every available sink, in order, within the bound."""
     cells = run_grid(n=120, delay=0.0)
