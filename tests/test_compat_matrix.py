@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,9 @@ from compat_matrix._tck_run import CaseResult, run_case
 from compat_matrix._tck_run import TestOutcome as Outcome  # not "Test…": pytest would collect it
 from compat_matrix.grid import Cell, Sink, Source, run_cell, run_grid
 from rs_core import Publisher, Subscriber, Subscription
+from rs_core._subscription import EMPTY_SUBSCRIPTION
 from rs_core.tck import PublisherVerification, TestEnvironment
+from rs_core.testing import RecordingSubscriber
 
 
 def test_matrix_for_iterables_passes_and_writes_markdown_and_json(tmp_path: Path) -> None:
@@ -127,23 +128,10 @@ def _eager(n: int, taken: grid.Taken) -> Publisher[int]:
 def _greedy_sink(publisher: Publisher[Any], consume: Any, delay: float) -> None:
     """A broken sink: asks for unbounded demand, consuming on the signalling thread (as an
     Rx observer does), so nothing piles up."""
-    done = threading.Event()
-
-    class Greedy:
-        def on_subscribe(self, subscription: Subscription) -> None:
-            subscription.request(2**62)
-
-        def on_next(self, element: Any) -> None:
-            consume(element)
-
-        def on_error(self, error: Exception) -> None:
-            done.set()
-
-        def on_complete(self) -> None:
-            done.set()
-
-    publisher.subscribe(Greedy())
-    done.wait()
+    greedy: RecordingSubscriber[Any] = RecordingSubscriber(2**62)
+    greedy.on_next_hook = consume
+    publisher.subscribe(greedy)
+    greedy.await_terminal(60)
 
 
 def _ordinary_source() -> Source:
@@ -176,27 +164,16 @@ def test_a_grid_cell_fails_a_sink_that_requests_without_bound() -> None:
 def test_a_grid_cell_that_hangs_fails_instead_of_stopping_the_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A source that never completes fails its cell after CELL_TIMEOUT; the run goes on."""
-    release = threading.Event()
+    """A source that never completes fails its cell after CELL_TIMEOUT; the run goes on
+    (the cell's blocked sink thread is a daemon, left behind)."""
 
     class Silent:
         def subscribe(self, subscriber: Subscriber[int]) -> None:
-            class Idle:
-                def request(self, n: int) -> None:
-                    pass
-
-                def cancel(self) -> None:
-                    release.set()
-
-            subscriber.on_subscribe(Idle())
+            subscriber.on_subscribe(EMPTY_SUBSCRIPTION)  # and never a signal more
 
     monkeypatch.setattr(grid, "CELL_TIMEOUT", 0.5)
-    try:
-        cell = run_cell(
-            Source("silent", lambda n, taken: Silent()), _ordinary_sink(), "direct", 300, 0.0
-        )
-    finally:
-        release.set()
+    silent = Source("silent", lambda n, taken: Silent())
+    cell = run_cell(silent, _ordinary_sink(), "direct", 300, 0.0)
     assert cell.status == "fail" and "still running" in cell.detail
 
 
