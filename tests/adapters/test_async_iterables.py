@@ -662,6 +662,67 @@ class TestToAsyncIterator:
         assert pub.subscription.cancelled.is_set()
 
     @pytest.mark.asyncio
+    async def test_a_full_window_handed_over_stays_within_prefetch(self) -> None:
+        """A publisher (not fused) that sends all it may as soon as it is asked, so async
+        for finds whole windows queued and takes each in one go: what was requested never
+        runs more than prefetch ahead of what the loop body has received, and the
+        re-requests are 75% windows."""
+        requests: list[int] = []
+        got: list[int] = []
+
+        class Eager:
+            def subscribe(self, subscriber: Subscriber[int]) -> None:
+                sent = 0
+
+                class Sub:
+                    def request(self, n: int) -> None:
+                        nonlocal sent
+                        requests.append(n)
+                        while sent < min(sum(requests), 100):
+                            subscriber.on_next(sent)
+                            sent += 1
+                        if sent == 100:
+                            subscriber.on_complete()
+
+                    def cancel(self) -> None:
+                        pass
+
+                subscriber.on_subscribe(Sub())
+
+        async for x in to_async_iterator(Eager(), prefetch=8):
+            got.append(x)
+            assert sum(requests) - len(got) <= 8  # §1.1 bound, at the loop body
+        assert got == list(range(100))
+        assert requests[0] == 8 and set(requests[1:]) == {6}
+
+    @pytest.mark.asyncio
+    async def test_anext_calls_inside_async_for_keep_the_order(self) -> None:
+        """anext(it) inside an async for over it takes the next element: one sequence."""
+        got = []
+        it = to_async_iterator(from_iterable(range(11)), prefetch=4)
+        async for x in it:
+            got.append(x)
+            if x % 3 == 0:
+                got.append(await anext(it))
+        assert got == list(range(11))
+
+    @pytest.mark.asyncio
+    async def test_a_subscribe_raising_after_on_subscribe_cancels_upstream(self) -> None:
+        """A publisher that calls on_subscribe, then raises: its error is raised at the async
+        for and the subscription it handed over is cancelled (§3.13)."""
+        pub = ManualPublisher()
+
+        class RaisesAfter:
+            def subscribe(self, subscriber: Subscriber[Any]) -> None:
+                pub.subscribe(subscriber)
+                raise RuntimeError("subscribe failed half way")
+
+        with pytest.raises(RuntimeError, match="half way"):
+            async for _ in to_async_iterator(RaisesAfter()):
+                pass
+        assert pub.subscription.cancelled.is_set()
+
+    @pytest.mark.asyncio
     async def test_signals_from_another_thread_in_debug_mode(self) -> None:
         """Elements produced on a pool thread are handed to the loop; all arrive, in order."""
         asyncio.get_running_loop().set_debug(True)
