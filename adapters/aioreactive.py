@@ -26,7 +26,7 @@ from expression.system import AsyncDisposable
 
 from adapters.async_iterables import AsyncPublisherIterator, LoopPolicy, _resolve_loop
 from rs_core._drain import EMPTY, END, DrainSubscription, Source, _Marker
-from rs_core._subscription import reject, report_dropped, require_subscriber
+from rs_core._subscription import reject, report_dropped, require_publisher, require_subscriber
 from rs_core.api import Publisher, Subscriber
 
 __all__ = [
@@ -375,8 +375,7 @@ class PublisherAsyncObservable(AsyncObservable[T], Generic[T]):
     __slots__ = ("_prefetch", "_publisher")
 
     def __init__(self, publisher: Publisher[T], prefetch: int = 256) -> None:
-        if publisher is None:
-            raise TypeError("to_async_observable() requires a Publisher, got None")
+        require_publisher(publisher, "to_async_observable()")
         AsyncPublisherIterator(publisher, prefetch)  # validates prefetch now
         self._publisher = publisher
         self._prefetch = prefetch

@@ -27,7 +27,13 @@ from typing import Any, Final, Generic, TypeVar, final
 
 from rs_core._drain import EMPTY, END, DrainSubscription, OnLoop, Source, _Marker
 from rs_core._prefetch import PrefetchQueue
-from rs_core._subscription import OneShot, reject, report_dropped, require_subscriber
+from rs_core._subscription import (
+    OneShot,
+    reject,
+    report_dropped,
+    require_publisher,
+    require_subscriber,
+)
 from rs_core.api import Publisher, Subscriber
 
 __all__ = [
@@ -608,8 +614,7 @@ class AsyncPublisherIterator(Generic[T]):
     __slots__ = ("__weakref__", "_agen", "_window")
 
     def __init__(self, publisher: Publisher[T], prefetch: int = 256) -> None:
-        if publisher is None:
-            raise TypeError("to_async_iterator() requires a Publisher, got None")
+        require_publisher(publisher, "to_async_iterator()")
         self._window: _Window[T] = _Window(publisher, prefetch)
         self._agen = _without_loop_finalizer(_iterate(self._window))
 

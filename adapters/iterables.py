@@ -21,6 +21,7 @@ from typing import Final, Generic, TypeVar, final
 
 from rs_core._drain import EMPTY, END, OnExecutor
 from rs_core._prefetch import PrefetchQueue
+from rs_core._subscription import require_publisher
 from rs_core.api import Publisher
 from rs_core.publishers._iterable import IterablePublisher
 
@@ -88,8 +89,7 @@ class BlockingIterator(Generic[T]):
 
     def __init__(self, publisher: Publisher[T], prefetch: int) -> None:
         self._queue: PrefetchQueue[T] = PrefetchQueue(prefetch)  # validates prefetch
-        if publisher is None:
-            raise TypeError("to_iterator() requires a Publisher, got None")
+        require_publisher(publisher, "to_iterator()")
         # The queue's wake: an Event, never a method of ours, so the queue (which the
         # publisher may hold) does not keep this iterator alive and __del__ cancels (§3.13).
         # set() wakes every waiter.

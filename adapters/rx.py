@@ -42,6 +42,7 @@ from rs_core._subscription import (
     report_dropped,
     require_element,
     require_error,
+    require_publisher,
     require_subscriber,
     require_subscription,
 )
@@ -541,7 +542,7 @@ def from_observable(
         An :class:`ObservablePublisher` (``.dropped`` counts discarded elements).
 
     Raises:
-        TypeError: ``observable`` is not an Observable.
+        TypeError: ``observable`` is not an Observable, or ``on_drop`` is not callable.
         ValueError: an unknown ``overflow`` or a ``buffer_size`` that is not a positive int.
 
     Example:
@@ -558,6 +559,8 @@ def from_observable(
         raise ValueError(f"overflow must be one of {choices}, got {overflow!r}") from None
     if type(buffer_size) is not int or buffer_size <= 0:
         raise ValueError(f"buffer_size must be a positive int, got {buffer_size!r}")
+    if on_drop is not None and not callable(on_drop):
+        raise TypeError(f"on_drop must be a callable or None, got {type(on_drop).__name__}")
     return ObservablePublisher(observable, strategy, buffer_size, on_drop)
 
 
@@ -566,18 +569,29 @@ def from_observable(
 
 @final
 class _ObserverSubscriber(Generic[T]):
-    """Delivers the drain's signals to an Rx observer (``on_complete`` -> ``on_completed``)."""
+    """Delivers the drain's signals to an Rx observer (``on_complete`` -> ``on_completed``).
 
-    __slots__ = ("_observer",)
+    An observer whose ``on_next`` raises ends the stream with that error, as Rx's own sources
+    do (``reactivex.from_iterable`` catches it and calls ``on_error``): the subscription is
+    cancelled first (§3.12), so nothing else reaches the observer."""
+
+    __slots__ = ("_observer", "_subscription")
 
     def __init__(self, observer: ObserverBase[T]) -> None:
         self._observer = observer
+        self._subscription: Subscription | None = None
 
     def on_subscribe(self, subscription: Subscription) -> None:
+        self._subscription = subscription
         subscription.request(UNBOUNDED)  # the window is the PrefetchQueue's
 
     def on_next(self, element: T) -> None:
-        self._observer.on_next(element)
+        try:
+            self._observer.on_next(element)
+        except Exception as exc:
+            assert self._subscription is not None  # on_next comes after on_subscribe (§1.9)
+            self._subscription.cancel()
+            self._observer.on_error(exc)
 
     def on_error(self, error: Exception) -> None:
         self._observer.on_error(error)
@@ -613,8 +627,13 @@ def to_observable(publisher: Publisher[T], *, prefetch: int = 256) -> Observable
         b
         <...>
     """
-    if publisher is None:
-        raise TypeError("to_observable() requires a Publisher, got None")
+    given: object = publisher  # a user without a type checker may pass an Observable
+    if isinstance(given, Observable):
+        raise TypeError(
+            "to_observable() requires a Publisher, got an Observable: it is one already "
+            "(from_observable(observable) makes a Publisher of it)"
+        )
+    require_publisher(publisher, "to_observable()")
     PrefetchQueue[T](prefetch)  # validates prefetch now, not at subscribe
 
     def subscribe(
@@ -627,8 +646,8 @@ def to_observable(publisher: Publisher[T], *, prefetch: int = 256) -> Observable
                 return  # disposed before the publisher was subscribed
             try:
                 publisher.subscribe(queue)
-            except Exception as exc:
-                queue.on_error(exc)
+            except Exception as exc:  # after on_subscribe, maybe: cancel what it handed over
+                queue.fail_upstream(exc)  # (§3.13), then the observer hears the error
 
         (scheduler or CurrentThreadScheduler.singleton()).schedule(connect)
         return Disposable(subscription.cancel)
@@ -678,6 +697,12 @@ class RxProcessor(Generic[T, R]):
     def __init__(self, operators: tuple[Callable[[Any], Any], ...], buffer_size: int) -> None:
         if type(buffer_size) is not int or buffer_size <= 0:
             raise ValueError(f"buffer_size must be a positive int, got {buffer_size!r}")
+        for position, operator in enumerate(operators):
+            if not callable(operator):
+                raise TypeError(
+                    f"rx_processor(): operator {position} must be an Rx operator (ops.map(f), "
+                    f"...), got {type(operator).__name__}"
+                )
         self._buffer_size = buffer_size
         self._lock = threading.Lock()
         self._outstanding = 0  # inputs requested from upstream and not yet received
@@ -692,6 +717,12 @@ class RxProcessor(Generic[T, R]):
         self._chain: DisposableBase = Disposable()
         feed: Observable[T] = reactivex.create(self._feed)
         chain: Observable[Any] = feed.pipe(*operators) if operators else feed
+        if not isinstance(chain, Observable):
+            raise TypeError(
+                "rx_processor(): the operators did not make an Observable (got "
+                f"{type(chain).__name__}): pass operators applied to their arguments, "
+                "ops.map(f), not ops.map"
+            )
         self._chain = chain.subscribe(
             on_next=self._source.push_checked,
             on_error=self._chain_ended,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar, final
 
 from rs_core._demand import add_cap, check_request, produced
-from rs_core._subscription import report_dropped, require_subscriber
+from rs_core._subscription import report_dropped, require_publisher, require_subscriber
 from rs_core.api import Publisher, Subscriber, Subscription
 from rs_core.errors import OverflowViolation, ProtocolViolation
 
@@ -115,8 +115,7 @@ class CheckedPublisher(Generic[T]):
     __slots__ = ("_publisher", "_raise", "_report")
 
     def __init__(self, publisher: Publisher[T], on_violation: OnViolation = "raise") -> None:
-        if publisher is None:
-            raise TypeError("checked() requires a Publisher, got None")
+        require_publisher(publisher, "checked()")
         self._publisher = publisher
         self._report: Callable[[ProtocolViolation], object]
         if on_violation == "raise":

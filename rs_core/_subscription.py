@@ -66,6 +66,16 @@ def require_subscriber(subscriber: object) -> None:
         raise TypeError("§1.9: subscribe() requires a Subscriber, got None")
 
 
+def require_publisher(publisher: object, who: str) -> None:
+    """``who`` takes a Publisher: ``None``, or an object without a callable ``subscribe``,
+    is a ``TypeError`` at the call that names ``who``, not a failure at subscribe time."""
+    if publisher is None or not callable(getattr(publisher, "subscribe", None)):
+        got = "None" if publisher is None else type(publisher).__name__
+        raise TypeError(
+            f"{who} requires a Publisher (an object with subscribe(subscriber)), got {got}"
+        )
+
+
 def require_subscription(subscription: object) -> None:
     """§2.13: ``on_subscribe(None)`` raises ``TypeError``."""
     if subscription is None:

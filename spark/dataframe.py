@@ -35,6 +35,7 @@ from rs_core._subscription import (
     report_dropped,
     require_element,
     require_error,
+    require_publisher,
     require_subscriber,
     require_subscription,
 )
@@ -626,8 +627,7 @@ def _batcher(
 ) -> _ArrowBatcher:
     """What every sink checks before it subscribes, and the converter it then uses."""
     refuse_on_loop(name)
-    if publisher is None:
-        raise TypeError(f"{name}(): a Publisher is required, got None")
+    require_publisher(publisher, f"{name}()")
     if not callable(getattr(session, "createDataFrame", None)):
         raise TypeError(
             f"{name}(): spark_session must be a SparkSession (classic or Connect), "

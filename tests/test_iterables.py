@@ -933,6 +933,33 @@ def test_numpy_arrays_pass_publish_on_and_to_iterator() -> None:
     assert all((got == want).all() for got, want in zip(received, arrays, strict=True))
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["to_iterator", "to_async_iterator", "to_observable", "to_async_observable", "publish_on",
+     "checked"],
+)  # fmt: skip
+def test_functions_taking_a_publisher_refuse_anything_else_at_the_call(name: str) -> None:
+    """None, or an object without subscribe(), is a TypeError naming the function, raised
+    when it is called rather than as a failure at subscribe time."""
+    from adapters.async_iterables import to_async_iterator
+    from rs_core import checked
+
+    with ThreadPoolExecutor(1) as executor:
+        functions: dict[str, Callable[[Any], object]] = {
+            "to_iterator": to_iterator,
+            "to_async_iterator": to_async_iterator,
+            "publish_on": lambda publisher: publish_on(publisher, executor),
+            "checked": checked,
+        }
+        if name == "to_observable":
+            functions[name] = pytest.importorskip("adapters.rx").to_observable
+        elif name == "to_async_observable":
+            functions[name] = pytest.importorskip("adapters.aioreactive").to_async_observable
+        for not_a_publisher in (None, 42, [1, 2]):
+            with pytest.raises(TypeError, match=rf"{name}\(\) requires a Publisher"):
+                functions[name](not_a_publisher)
+
+
 def test_to_iterator_rejects_bad_arguments() -> None:
     """to_iterator(None) is a TypeError; a non-positive prefetch a ValueError."""
     with pytest.raises(TypeError):

@@ -7,7 +7,7 @@ from typing import Generic, TypeVar, final
 
 from rs_core._drain import DrainSubscription, OnExecutor
 from rs_core._prefetch import PrefetchQueue
-from rs_core._subscription import require_subscriber
+from rs_core._subscription import require_publisher, require_subscriber
 from rs_core.api import Publisher, Subscriber
 
 __all__ = ["PublishOnPublisher", "publish_on"]
@@ -38,8 +38,7 @@ class PublishOnPublisher(Generic[T]):
         limit: int | None = None,
         batch: int = 1024,
     ) -> None:
-        if upstream is None:
-            raise TypeError("publish_on() requires a Publisher, got None")
+        require_publisher(upstream, "publish_on()")
         policy = OnExecutor(executor, batch)  # validates executor (TypeError)
         PrefetchQueue[T](prefetch, limit)  # validates prefetch and limit now, not at subscribe
         if type(batch) is not int or batch <= 0:

@@ -995,7 +995,15 @@ def test_arguments_are_checked() -> None:
         from_observable(reactivex.empty(), buffer_size=0)
     with pytest.raises(TypeError):
         from_observable([1, 2])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="on_drop must be a callable"):
+        from_observable(reactivex.empty(), overflow="drop", on_drop=5)  # type: ignore[arg-type]
     assert from_observable(reactivex.empty(), overflow=Overflow.LATEST).overflow is Overflow.LATEST
+    with pytest.raises(TypeError, match="got an Observable"):
+        to_observable(reactivex.of(1))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="operator 1 must be an Rx operator"):
+        rx_processor(ops.map(str), 5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"ops.map\(f\), not ops.map"):
+        rx_processor(ops.map)
 
 
 def test_subscribe_failure_becomes_on_error() -> None:
@@ -1037,7 +1045,8 @@ def test_to_observable_errors_reach_rx_on_error() -> None:
 
 
 def test_to_observable_subscribe_failure_reaches_rx_on_error() -> None:
-    """A publisher whose subscribe raises gives Rx on_error."""
+    """A publisher whose subscribe raises gives Rx on_error; if it raised after handing
+    over a subscription, that subscription is cancelled (§3.13)."""
 
     class Broken:
         def subscribe(self, subscriber: Any) -> None:
@@ -1046,6 +1055,45 @@ def test_to_observable_subscribe_failure_reaches_rx_on_error() -> None:
     errors: list[Exception] = []
     to_observable(Broken()).subscribe(on_error=errors.append)
     assert isinstance(errors[0], RuntimeError)
+
+    cancelled = threading.Event()
+
+    class Cancellable:
+        def request(self, n: int) -> None:
+            pass
+
+        def cancel(self) -> None:
+            cancelled.set()
+
+    class RaisesAfterOnSubscribe:
+        def subscribe(self, subscriber: Any) -> None:
+            subscriber.on_subscribe(Cancellable())
+            raise RuntimeError("half way")
+
+    errors.clear()
+    to_observable(RaisesAfterOnSubscribe()).subscribe(on_error=errors.append)
+    assert isinstance(errors[0], RuntimeError) and "half way" in str(errors[0])
+    assert cancelled.is_set()
+
+
+def test_to_observable_an_observer_raising_ends_with_on_error() -> None:
+    """An observer whose on_next raises gets on_error with that error, as from Rx's own
+    from_iterable, and the publisher is cancelled: nothing else reaches the observer."""
+    gen = _Counted()
+    seen: list[Any] = []
+    errors: list[Exception] = []
+
+    def on_next(x: int) -> None:
+        seen.append(x)
+        if x == 2:
+            raise ValueError("observer failed")
+
+    to_observable(from_iterable(gen), prefetch=4).subscribe(
+        on_next=on_next, on_error=errors.append, on_completed=lambda: seen.append("done")
+    )
+    assert seen == [0, 1, 2]
+    assert len(errors) == 1 and str(errors[0]) == "observer failed"
+    assert gen.closed.is_set()
 
 
 def test_to_observable_dispose_cancels() -> None:
