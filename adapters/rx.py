@@ -30,10 +30,10 @@ import reactivex
 from reactivex import Observable
 from reactivex.abc import DisposableBase, ObserverBase, SchedulerBase
 from reactivex.disposable import Disposable
-from reactivex.scheduler import CurrentThreadScheduler
+from reactivex.scheduler import CurrentThreadScheduler, NewThreadScheduler
 from reactivex.subject import Subject
 
-from rs_core._demand import UNBOUNDED
+from rs_core._demand import UNBOUNDED, add_cap
 from rs_core._drain import EMPTY, END, DrainSubscription, Source, _Marker
 from rs_core._prefetch import PrefetchQueue
 from rs_core._subscription import (
@@ -403,15 +403,25 @@ class _ObservableSource(_BufferSource[T]):
             # and runs after subscribe() returned its disposable, so cancel can dispose it.
             trampoline.schedule(self._subscribe_now)
         else:
-            self._subscribe_now()
+            # Inside an Rx callback on this thread: a cold source would queue its emission on
+            # the trampoline running that callback, so it would start only once the callback
+            # returned, and a consumer waiting here (to_iterator) would wait for ever. The
+            # emission gets a thread of its own instead, as reactivex.run() does; a hot source
+            # (a Subject) ignores the scheduler and is subscribed right here all the same.
+            self._subscribe_now(NewThreadScheduler())
 
-    def _subscribe_now(self, _scheduler: Any = None, _state: Any = None) -> None:
+    def _subscribe_now(self, scheduler: SchedulerBase | None = None, _state: Any = None) -> None:
         subscription = self.subscription
         if self._strategy is Overflow.BLOCK and subscription is not None:
             self._emit = subscription.emitter(self.on_next)  # the lease's lock-free path
+        if isinstance(scheduler, CurrentThreadScheduler):
+            scheduler = None  # the trampoline that runs this: the source's own default
         try:
             disposable = self._observable.subscribe(
-                on_next=self._emit, on_error=self.on_error, on_completed=self.on_completed
+                on_next=self._emit,
+                on_error=self.on_error,
+                on_completed=self.on_completed,
+                scheduler=scheduler,
             )
         except _Stop:
             raise
@@ -529,7 +539,8 @@ def from_observable(
     demand, a cold Observable's elements go from the owned thread straight to ``on_next``,
     under a credit of demand taken with one lock (an emitter lease); a ``request`` or
     ``cancel`` from another thread then takes effect at the next element. The other
-    strategies subscribe on the caller's thread and never wait.
+    strategies subscribe on the caller's thread and never wait (inside an Rx callback, a
+    cold source gets a thread of its own to emit on, as ``reactivex.run()`` does).
 
     Args:
         observable: any ``reactivex.Observable``.
@@ -674,15 +685,17 @@ class RxProcessor(Generic[T, R]):
     except when an input expands into more than any before it (by at most that surprise times
     the inputs outstanding; the policy then adapts) or into more than ``buffer_size`` on its
     own. A batching operator also holds its partial batch. Operators that shift elements in
-    time (``delay``, ``observe_on``, time windows, inner Observables that emit later) hold
-    elements outside this accounting, in their own Rx buffers: bound such chains with
-    ``from_observable(..., overflow=...)`` instead. Operators that emit when their input ends
-    (``take_last``, ``to_list``, ``concat``, ``catch``, ``default_if_empty``) may add up to
-    ``buffer_size`` outputs more; beyond that the stream fails with ``OverflowViolation``
-    (an endless fallback would otherwise hold upstream's thread and grow the buffer for
-    ever). Operators whose outputs are hot Observables (``window*``, ``group_by``) must be
-    flattened inside the chain (``ops.flat_map(lambda w: w.pipe(ops.to_list()))``): a window
-    waiting in the buffer misses the elements emitted into it meanwhile. The chain is fed
+    time (``delay``, ``observe_on``, time windows, inner Observables that emit later) would
+    hold elements outside this accounting, in their own Rx buffers: the first output that
+    comes outside an input's signals fails the stream with a ``RuntimeError`` naming the way
+    out (``from_observable(..., overflow=...)``). Operators that emit when their input ends
+    (``take_last``, ``to_list``, ``concat``, ``catch``, ``default_if_empty``) may fill the
+    buffer up to ``buffer_size`` beyond the subscriber's demand; past that the stream fails
+    with ``OverflowViolation`` (an endless fallback would otherwise hold upstream's thread
+    and grow the buffer for ever). Operators whose outputs are hot Observables (``window*``,
+    ``group_by``) must be flattened inside the chain
+    (``ops.flat_map(lambda w: w.pipe(ops.to_list()))``): a window waiting in the buffer
+    misses the elements emitted into it meanwhile. The chain is fed
     once: an operator that subscribes to its input again (``repeat``, ``retry``) fails the
     stream with a clear error (repeat or retry the upstream Publisher instead).
 
@@ -723,11 +736,15 @@ class RxProcessor(Generic[T, R]):
                 f"{type(chain).__name__}): pass operators applied to their arguments, "
                 "ops.map(f), not ops.map"
             )
-        self._chain = chain.subscribe(
-            on_next=self._source.push_checked,
-            on_error=self._chain_ended,
-            on_completed=lambda: self._chain_ended(None),
-        )
+        self._feeding = get_ident()  # outputs at subscribe time (start_with) are fine
+        try:
+            self._chain = chain.subscribe(
+                on_next=self._source.push_checked,
+                on_error=self._chain_ended,
+                on_completed=lambda: self._chain_ended(None),
+            )
+        finally:
+            self._feeding = 0
 
     @property
     def buffer_size(self) -> int:
@@ -767,11 +784,14 @@ class RxProcessor(Generic[T, R]):
         require_element(element)  # §2.13
         source = self._source
         before = source.produced
-        try:
+        self._feeding = get_ident()  # an output on another thread, or after this returns,
+        try:  # comes from an operator that shifts it in time: see _ProcessorSource
             self._subject.on_next(element)
         except Exception as exc:  # an operator raised outside Rx's own error handling
             self._chain_ended(exc)
             return
+        finally:
+            self._feeding = 0
         made = source.produced - before  # outputs of this input (a synchronous chain)
         with self._lock:
             if self._outstanding > 0:
@@ -784,11 +804,19 @@ class RxProcessor(Generic[T, R]):
     def on_error(self, error: Exception) -> None:
         require_error(error)  # §2.13
         self._upstream_done = True  # §2.3/§2.4: never call the subscription again
-        self._subject.on_error(error)  # §4.1: through the chain to the subscriber
+        self._feeding = get_ident()  # a fallback (catch) may emit here
+        try:
+            self._subject.on_error(error)  # §4.1: through the chain to the subscriber
+        finally:
+            self._feeding = 0
 
     def on_complete(self) -> None:
         self._upstream_done = True
-        self._subject.on_completed()
+        self._feeding = get_ident()  # take_last, to_list, concat emit here
+        try:
+            self._subject.on_completed()
+        finally:
+            self._feeding = 0
 
     def _chain_ended(self, error: Exception | None) -> None:
         self._source.finish(error)
@@ -840,7 +868,9 @@ class RxProcessor(Generic[T, R]):
                 RuntimeError("§1.11: rx_processor is unicast: it serves one subscriber"),
             )
             return
-        DrainSubscription(subscriber, self._source).start()
+        subscription = DrainSubscription(subscriber, self._source)
+        self._source.subscription = subscription
+        subscription.start()
 
 
 @final
@@ -848,13 +878,13 @@ class _ProcessorSource(_BufferSource[R]):
     """The processor's output buffer; ``produced`` counts outputs (written by the chain's
     serial on_next only)."""
 
-    __slots__ = ("_after_end", "_processor", "produced")
+    __slots__ = ("_processor", "produced", "subscription")
 
     def __init__(self, processor: RxProcessor[Any, R]) -> None:
         super().__init__()
         self._processor = processor
         self.produced = 0
-        self._after_end = 0  # outputs since upstream ended (no request accounts for them)
+        self.subscription: DrainSubscription[R] | None = None  # the subscriber's, once there
 
     def push_checked(self, element: R) -> None:
         processor = self._processor
@@ -866,15 +896,27 @@ class _ProcessorSource(_BufferSource[R]):
         self.produced += 1
         if self._done:
             return
-        if processor._upstream_done:
-            self._after_end += 1
-            if self._after_end > processor._buffer_size:
+        if processor._feeding != get_ident():  # outside on_next/on_complete/on_error
+            processor._chain_ended(
+                RuntimeError(
+                    "rx_processor: the operator chain emitted outside its input's signals "
+                    "(delay, observe_on, a timer, an inner Observable that emits later): no "
+                    "request can pace such an operator, and its own buffer takes upstream "
+                    "without bound; apply it to an Observable instead: "
+                    "from_observable(to_observable(publisher).pipe(...), overflow=...)"
+                )
+            )
+            return
+        if processor._upstream_done:  # no request paces these (take_last, concat, catch)
+            subscription = self.subscription
+            demand = subscription.demand if subscription is not None else 0
+            if len(self._items) >= add_cap(processor._buffer_size, demand):
                 processor._chain_ended(
                     OverflowViolation(
-                        "§1.1: rx_processor: the operator chain emitted more than "
-                        f"buffer_size={processor._buffer_size} outputs after its input ended "
-                        "(take_last, concat, catch, ...), which no request can pace: raise "
-                        "buffer_size, or bound the operator"
+                        "§1.1: rx_processor: after its input ended, the operator chain "
+                        f"emitted more than buffer_size={processor._buffer_size} outputs "
+                        "beyond the subscriber's demand (take_last, concat, catch, ...), "
+                        "which no request can pace: raise buffer_size, or bound the operator"
                     )
                 )
                 return
@@ -885,6 +927,7 @@ class _ProcessorSource(_BufferSource[R]):
 
     def close(self) -> None:
         self._discard()  # §3.13
+        self.subscription = None
         self._processor._cancel_upstream()
 
 

@@ -1006,6 +1006,31 @@ def test_arguments_are_checked() -> None:
         rx_processor(ops.map)
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_consumed_from_inside_an_rx_callback_a_cold_source_still_emits(strategy: str) -> None:
+    """Inside an Rx callback this thread's trampoline is busy: a cold source subscribed here
+    would queue its emission behind the callback, and a blocking consumer in the callback
+    would wait for ever. Every strategy delivers it (the emission gets its own thread, as
+    reactivex.run() does); a hot Subject subscribed there still gets what follows at once."""
+    results: list[Any] = []
+
+    def inside(_: int) -> None:
+        results.append(list(to_iterator(from_observable(reactivex.range(3), overflow=strategy))))
+        subject: Subject[int] = Subject()
+        sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+        from_observable(subject, overflow=strategy).subscribe(sub)
+        subject.on_next(7)
+        subject.on_completed()
+        sub.await_terminal()
+        results.append(sub.elements)
+
+    thread = threading.Thread(target=lambda: reactivex.of(1).subscribe(inside), daemon=True)
+    thread.start()
+    thread.join(20)
+    assert not thread.is_alive(), "deadlocked inside the Rx callback"
+    assert results == [[0, 1, 2], [7]]
+
+
 def test_subscribe_failure_becomes_on_error() -> None:
     """An Observable whose subscribe raises gives on_subscribe then on_error."""
 
@@ -1348,10 +1373,10 @@ def test_rx_processor_an_operator_resubscribing_its_input_fails_the_stream(
 
 
 def test_rx_processor_outputs_after_the_input_ended_are_bounded_too() -> None:
-    """Operators that emit when their input ends (take_last, concat) add at most
-    buffer_size outputs, which no request paces; beyond that the stream fails with §1.1
-    (OverflowViolation), after the outputs held. An endless fallback is stopped, not left
-    growing the buffer inside upstream's on_complete."""
+    """Operators that emit when their input ends (take_last, concat) emit what no request
+    paces: the buffer takes buffer_size of them beyond the subscriber's demand; past that
+    the stream fails with §1.1 (OverflowViolation), after the outputs held. An endless
+    fallback is stopped, not left growing the buffer inside upstream's on_complete."""
     small = rx_processor(ops.take_last(10), buffer_size=16)
     from_iterable(range(100)).subscribe(small)
     assert list(to_iterator(small)) == list(range(90, 100))  # within the allowance
@@ -1369,7 +1394,59 @@ def test_rx_processor_outputs_after_the_input_ended_are_bounded_too() -> None:
     endless.subscribe(out)
     from_iterable(range(3)).subscribe(endless)  # returns
     out.request(100)
-    assert out.elements == [0, 1, 2] + [0] * 16 and isinstance(out.error, OverflowViolation)
+    assert out.elements == [0, 1, 2] + [0] * 13  # the buffer held 16 in all
+    assert isinstance(out.error, OverflowViolation)
+
+
+def test_rx_processor_outputs_after_the_end_within_demand_all_arrive() -> None:
+    """Outputs after the input ended that the subscriber's demand takes never count as
+    overflow: sorting a whole stream (to_list, then flat_map) delivers all of it, whether
+    the demand came first or the outputs are emitted inside the subscriber's own request
+    (the drain is then up the stack, and they wait in the buffer for it)."""
+    for demand in (UNBOUNDED, 1000):
+        stage = rx_processor(
+            ops.to_list(), ops.flat_map(lambda xs: sorted(xs, reverse=True)), buffer_size=16
+        )
+        sub: RecordingSubscriber[int] = RecordingSubscriber(demand)
+        stage.subscribe(sub)
+        from_iterable(range(1000)).subscribe(stage)
+        sub.await_terminal()
+        assert sub.elements == list(range(999, -1, -1)) and sub.error is None
+
+    stage = rx_processor(ops.concat(reactivex.range(100, 200)), buffer_size=16)
+    late: RecordingSubscriber[int] = RecordingSubscriber(0)
+    stage.subscribe(late)
+    from_iterable(range(100)).subscribe(stage)  # 16 in, then paced by the buffer
+    assert late.elements == [] and not late.completed
+    late.request(200)  # the input ends, and concat emits 100, inside this call
+    assert late.elements == list(range(200)) and late.completed
+
+
+@pytest.mark.parametrize("shift", ["delay", "observe_on", "inner timer"])
+@pytest.mark.parametrize("n", [3, 100_000])
+def test_rx_processor_refuses_an_operator_that_shifts_elements_in_time(shift: str, n: int) -> None:
+    """An output that comes outside the input's signals (on a timer or scheduler thread)
+    cannot be paced by any request: the stream fails with an error saying so and naming
+    the way out, upstream is cancelled, and the chain is disposed. A short stream (over
+    before the first output) fails the same way, so a test with little data shows it."""
+    operator = {
+        "delay": ops.delay(0.01),
+        "observe_on": ops.observe_on(NewThreadScheduler()),
+        "inner timer": ops.flat_map(lambda x: reactivex.timer(0.01).pipe(ops.map(lambda _: x))),
+    }[shift]
+    gen = _Counted(n)
+    stage = rx_processor(operator, buffer_size=16)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(4)
+    stage.subscribe(sub)
+    with ThreadPoolExecutor(1) as pool:
+        from_iterable(gen, executor=pool).subscribe(stage)
+        sub.await_terminal()
+        assert isinstance(sub.error, RuntimeError)
+        assert "emitted outside its input's signals" in str(sub.error)
+        assert "from_observable(to_observable(publisher)" in str(sub.error)
+        assert sub.elements == []
+        if n > 3:
+            assert gen.closed.wait(5)  # upstream cancelled
 
 
 def test_rx_processor_windows_flattened_in_the_chain_keep_every_element() -> None:
