@@ -609,15 +609,23 @@ class TestToAsyncObservable:
         async def aclose() -> None:
             calls.append("aclose")
 
-        source = from_iterable(range(100))
+        closed = threading.Event()
+
+        def numbers() -> Iterator[int]:
+            try:
+                yield from range(100)
+            finally:
+                closed.set()
+
         disposables.append(
-            await to_async_observable(source).subscribe_async(
+            await to_async_observable(from_iterable(numbers())).subscribe_async(
                 AsyncAnonymousObserver(asend, athrow, aclose)
             )
         )
         for _ in range(50):
             await asyncio.sleep(0)
         assert calls == [0, 1, 2]
+        assert closed.is_set()  # the subscription was cancelled (§3.12): the generator closed
 
     @pytest.mark.asyncio
     async def test_error_reaches_athrow_after_elements(self) -> None:

@@ -578,9 +578,10 @@ async def test_block_fails_on_the_loop_even_with_demand_and_room() -> None:
 
 
 @pytest.mark.asyncio
+@pytest.mark.timeout(30)  # a strategy that waited here would hang the loop: fail, not hang
 async def test_latest_on_an_event_loop_thread_never_blocks() -> None:
     """latest on the loop: the loop keeps running, the slow consumer sees the newest."""
-    asyncio.get_running_loop().set_debug(True)
+    asyncio.get_running_loop().set_debug(True)  # asyncio logs a callback that blocks it
     subject: Subject[int] = Subject()
     publisher = from_observable(subject, overflow="latest", buffer_size=1)
     sub: RecordingSubscriber[int] = RecordingSubscriber(0)
