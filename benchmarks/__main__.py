@@ -42,6 +42,7 @@ def _as_result(r: Any) -> Result:
         target=r.get("target"),
         baseline_name=r.get("baseline_name", ""),
         note=r.get("note", ""),
+        lower_is_better=r.get("lower_is_better", False),
     )
 
 
@@ -69,19 +70,28 @@ def _plot(results: list[Result], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    shown = [r for r in results if r.ratio is not None]
-    names = [textwrap.fill(r.name, 48) for r in shown]  # long names would squeeze the bars
+    # One scale for rates and costs: how many times better than the baseline (a cost's
+    # ratio is inverted); a line whose figure is at or below zero cannot be shown on it.
+    shown = [r for r in results if r.advantage is not None]
+    names = [
+        textwrap.fill(r.name + (" [baseline / ours]" if r.lower_is_better else ""), 48)
+        for r in shown
+    ]  # long names would squeeze the bars
     lines = sum(name.count("\n") + 1 for name in names)
     fig, ax = plt.subplots(figsize=(11, 0.32 * lines + 0.25 * len(shown) + 1.5))
-    ratios = [r.ratio or 0.0 for r in shown]
+    values = [r.advantage or 0.0 for r in shown]
     colors = ["tab:green" if r.met else "tab:red" if r.met is False else "tab:blue" for r in shown]
-    ax.barh(names, ratios, color=colors)
+    ax.barh(names, values, color=colors)
     for i, r in enumerate(shown):
         if r.target is not None:
             ax.plot([r.target, r.target], [i - 0.4, i + 0.4], color="black", linewidth=2)
     ax.axvline(1.0, color="grey", linestyle=":")
     ax.set_xscale("log")
-    ax.set_xlabel("ours / baseline (same run; black tick = target; log scale)")
+    ax.set_xlabel(
+        "times better than the baseline, same run: ours / baseline for a rate, baseline / "
+        "ours for a cost (memory); right of 1 is better; black tick = target; log scale",
+        fontsize=8,
+    )
     ax.invert_yaxis()
     fig.tight_layout()
     fig.savefig(path, dpi=110)

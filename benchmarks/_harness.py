@@ -23,6 +23,16 @@ class Result:
     target: float | None = None  # minimum ratio ours / baseline; None: reported only
     baseline_name: str = ""
     note: str = ""
+    lower_is_better: bool = False  # a cost (memory), not a rate: ratio < 1 is the good side
+
+    @property
+    def advantage(self) -> float | None:
+        """How many times better than the baseline: the ratio, inverted for a cost; None
+        when it cannot be told (no baseline, or a figure at or below zero)."""
+        ratio = self.ratio
+        if ratio is None or ratio <= 0:
+            return None
+        return 1 / ratio if self.lower_is_better else ratio
 
     @property
     def ratio(self) -> float | None:

@@ -129,6 +129,7 @@ def peak_memory(items: int, buffer_size: int = 256) -> Result:
         "taken, as an unbounded buffer such as ops.observe_on does), same consumer",
         note="reported only: tracemalloc peak over the whole run; the consumer takes one "
         "element a millisecond at most; the bound does not depend on the number of items",
+        lower_is_better=True,
     )
 
 

@@ -98,7 +98,13 @@ def _best(fns: dict[str, Callable[[], int]], repeats: int) -> dict[str, float]:
 
 
 def _result(
-    name: str, ours: float, baseline: float, unit: str, target: float | None
+    name: str,
+    ours: float,
+    baseline: float,
+    unit: str,
+    target: float | None,
+    *,
+    lower_is_better: bool = False,
 ) -> dict[str, Any]:
     return {
         "name": name,
@@ -107,6 +113,7 @@ def _result(
         "unit": unit,
         "ratio": ours / baseline if baseline else None,
         "target": target,
+        "lower_is_better": lower_is_better,
     }
 
 
@@ -285,6 +292,7 @@ def run(
                 theirs_leak,
                 "MiB/call",
                 None,
+                lower_is_better=True,
             )
         )
     finally:
@@ -300,6 +308,7 @@ def run(
             collect_rss["peak_mib"] - collect_rss["base_mib"],
             "MiB",
             None,
+            lower_is_better=True,
         )
     )
     return results

@@ -1,0 +1,32 @@
+"""The benchmark report's arithmetic: ratios, costs, and what the plot can show."""
+
+from __future__ import annotations
+
+from benchmarks.__main__ import _as_result
+from benchmarks._harness import Result
+
+
+def test_a_rate_is_better_above_one_and_a_cost_below_one() -> None:
+    """The plot's one scale: a rate's ratio as is, a cost's inverted (memory 4x lower is 4x
+    better); the table's ratio stays ours / baseline for both."""
+    rate = Result("rate", ours=300.0, baseline=100.0, unit="elements/s")
+    cost = Result("memory", ours=2.0, baseline=8.0, unit="MB", lower_is_better=True)
+    assert rate.ratio == 3.0 and rate.advantage == 3.0
+    assert cost.ratio == 0.25 and cost.advantage == 4.0
+
+
+def test_figures_the_plot_cannot_show_have_no_advantage() -> None:
+    """No baseline, or a figure at or below zero (a heap that shrank), is left out of the
+    log-scale plot rather than drawn as a bar of nonsense."""
+    assert Result("no baseline", 1.0, None, "x").advantage is None
+    assert Result("shrank", -0.5, 2.0, "MiB", lower_is_better=True).advantage is None
+    assert Result("zero", 0.0, 2.0, "MiB", lower_is_better=True).advantage is None
+
+
+def test_a_suite_returning_dicts_keeps_lower_is_better() -> None:
+    """spark_bench returns dicts: the flag survives the conversion."""
+    result = _as_result(
+        {"name": "heap", "ours": 1.0, "baseline": 3.0, "unit": "MiB", "lower_is_better": True}
+    )
+    assert result.lower_is_better and result.advantage == 3.0
+    assert not _as_result({"name": "rate", "ours": 1.0, "baseline": 3.0}).lower_is_better
