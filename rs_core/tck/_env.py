@@ -29,6 +29,7 @@ __all__ = [
     "TestEnvironment",
     "rule",
     "skip",
+    "verify_no_async_errors",
 ]
 
 T = TypeVar("T")
@@ -322,14 +323,18 @@ class ManualSubscriber(Generic[T]):
                 self.requested = add_cap(self.requested, n)
 
     def request(self, n: int) -> None:
+        """``request(n)`` on the subscription (also from ``after_subscribe`` / ``after_next``).
+        A raise fails naming §3.16, and is kept in ``problems`` too, in case it came from
+        inside a signal whose caller swallows it."""
         subscription = self.expect_subscribed()
         self.count_request(n)
         try:
             subscription.request(n)
         except Exception as exc:
-            raise TCKFailure(
-                f"§3.16: request({n!r}) raised {exc!r}; it must return normally"
-            ) from exc
+            failure = TCKFailure(f"§3.16: request({n!r}) raised {exc!r}; it must return normally")
+            with self._cond:
+                self.problems.append(str(failure))
+            raise failure from exc
 
     def cancel(self) -> None:
         try:
@@ -384,7 +389,14 @@ class ManualSubscriber(Generic[T]):
     def expect_completion(
         self, rule_id: str, what: str = "on_complete", timeout: float | None = None
     ) -> None:
-        done = self.wait(lambda: self.completed > 0 or bool(self.errors), timeout)
+        """Expect the next signal to be on_complete: an element not yet taken (by
+        ``next_element(s)``) fails, as in the JVM's ``expectCompletion``."""
+        done = self.wait(
+            lambda: self.completed > 0 or bool(self.errors) or bool(self.received), timeout
+        )
+        self.check_problems()
+        if self.received:
+            raise TCKFailure(f"§{rule_id}: expected {what}, got on_next({self.received[0]!r})")
         if not done:
             raise TCKFailure(
                 f"§{rule_id}: expected {what} within "
@@ -393,25 +405,11 @@ class ManualSubscriber(Generic[T]):
             )
         if self.errors:
             raise TCKFailure(f"§{rule_id}: expected {what}, got on_error({self.errors[0]!r})")
-        self.check_problems()
 
     def request_end_of_stream(self, rule_id: str) -> None:
         """Request one more and expect completion with no further element."""
         self.request(1)
-        done = self.wait(lambda: self.completed > 0 or bool(self.errors) or bool(self.received))
-        self.check_problems()
-        if self.received:
-            raise TCKFailure(
-                f"§{rule_id}: expected on_complete after the last element, got "
-                f"on_next({self.received[0]!r})"
-            )
-        if not done:
-            raise TCKFailure(
-                f"§{rule_id}: expected on_complete after the last element within "
-                f"{self.env.default_timeout}s"
-            )
-        if self.errors:
-            raise TCKFailure(f"§{rule_id}: expected on_complete, got on_error({self.errors[0]!r})")
+        self.expect_completion(rule_id, "on_complete after the last element")
 
     def expect_error(self, rule_id: str, kind: type[BaseException] = Exception) -> Exception:
         if not self.wait(lambda: bool(self.errors)):
@@ -463,6 +461,19 @@ class ManualSubscriber(Generic[T]):
         """Fail with the first rule the publisher broke, if any."""
         if self.problems:
             raise TCKFailure(self.problems[0])
+
+
+def verify_no_async_errors(rule_id: str, *subscribers: ManualSubscriber[Any]) -> None:
+    """The JVM's ``env.verifyNoAsyncErrors()``: no ``on_error`` and no broken rule now, nor
+    within ``no_signals_timeout`` (so a late ``on_error`` or a late second terminal signal
+    fails too)."""
+    for sub in subscribers:
+        sub.expect_no_errors(rule_id)
+    deadline = time.monotonic() + subscribers[0].env.no_signals_timeout
+    for sub in subscribers:
+        left = max(deadline - time.monotonic(), 0.0)
+        sub.wait(lambda: bool(sub.errors or sub.problems), left)  # noqa: B023 (called at once)
+        sub.expect_no_errors(rule_id)
 
 
 class ManualSubscription:

@@ -7,11 +7,13 @@ subscriber), following the JVM TCK's ``IdentityProcessorVerification``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
 from rs_core._demand import UNBOUNDED
 from rs_core.api import Processor, Publisher, Subscriber, Subscription
 from rs_core.publishers._iterable import IterablePublisher
+from rs_core.publishers._publish_on import publish_on
 from rs_core.tck._env import (
     ManualPublisher,
     ManualSubscriber,
@@ -236,15 +238,27 @@ class _Setup(Generic[T]):
 
 class _AsPublisher(PublisherVerification[T]):
     """The processor as a Publisher: each publisher of n elements is a fresh processor fed by
-    a helper publisher of n elements."""
+    a helper publisher of n elements that signals on an executor, as the JVM's
+    ``createHelperPublisher()``: the processor's upstream ``on_next`` comes from another
+    thread, after its ``request()`` returned. One executor per test, shut down by ``close``."""
 
     def __init__(self, outer: IdentityProcessorVerification[T]) -> None:
         self._outer = outer
+        self._executor: ThreadPoolExecutor | None = None
 
     def create_publisher(self, elements: int) -> Publisher[T]:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(2, thread_name_prefix="rs-tck-helper")
         processor = self._outer.create_identity_processor(self._outer.processor_buffer_size())
-        IterablePublisher(_Elements(elements, self._outer.create_element)).subscribe(processor)
+        helper = IterablePublisher(_Elements(elements, self._outer.create_element))
+        publish_on(helper, self._executor).subscribe(processor)
         return processor
+
+    def close(self) -> None:
+        """Shut the helper's executor down without waiting: drains already queued still run
+        (a cancelled one does nothing); one scheduled later ends its subscription."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
 
     def create_failed_publisher(self) -> Publisher[T] | None:
         return self._outer.create_failed_publisher()
@@ -318,12 +332,19 @@ class _AsSubscriber(SubscriberWhiteboxVerification[T]):
     def env(self) -> TestEnvironment:
         return self._outer.env()
 
+    def close(self) -> None:
+        """Nothing to release."""
+
 
 def _delegate(
     name: str, view: str, fn: Any
 ) -> Callable[[IdentityProcessorVerification[Any]], None]:
     def test(self: IdentityProcessorVerification[Any]) -> None:
-        getattr(getattr(self, view)(), name)()
+        target = getattr(self, view)()
+        try:
+            getattr(target, name)()
+        finally:
+            target.close()
 
     what = (
         "PublisherVerification" if view == "_publisher_view" else "SubscriberWhiteboxVerification"

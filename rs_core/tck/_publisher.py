@@ -16,7 +16,14 @@ from typing import Generic, TypeVar
 
 from rs_core._demand import UNBOUNDED
 from rs_core.api import Publisher, Subscription
-from rs_core.tck._env import ManualSubscriber, TCKFailure, TestEnvironment, rule, skip
+from rs_core.tck._env import (
+    ManualSubscriber,
+    TCKFailure,
+    TestEnvironment,
+    rule,
+    skip,
+    verify_no_async_errors,
+)
 
 __all__ = ["PublisherVerification"]
 
@@ -96,6 +103,8 @@ class PublisherVerification(Generic[T]):
         sub = subscriber if subscriber is not None else ManualSubscriber[T](self.env())
         try:
             publisher.subscribe(sub)
+        except TCKFailure:
+            raise  # from inside on_subscribe, naming its rule (e.g. §3.16: request raised)
         except Exception as exc:
             raise TCKFailure(
                 f"§1.9: subscribe() raised {exc!r}; a publisher must signal on_subscribe and "
@@ -207,7 +216,7 @@ class PublisherVerification(Generic[T]):
             ) from exc
         sub.expect_subscribed("1.4")
         sub.expect_error("1.4")
-        sub.check_problems()
+        sub.expect_none("1.4", "nothing after on_error")  # the JVM's env.verifyNoAsyncErrors()
         if sub.subscribe_count != 1 or len(sub.errors) != 1:
             raise TCKFailure(
                 f"§1.4: expected one on_subscribe and one on_error, got {sub.subscribe_count} "
@@ -338,8 +347,7 @@ class PublisherVerification(Generic[T]):
         def body() -> None:
             subs = self._subscribers(publisher, 2)
             try:
-                for sub in subs:
-                    sub.expect_no_errors("1.11")
+                verify_no_async_errors("1.11", *subs)
             finally:
                 for sub in subs:
                     sub.cancel()
@@ -358,8 +366,7 @@ class PublisherVerification(Generic[T]):
             try:
                 for sub in subs:
                     sub.request_next_element_or_end("1.11")
-                for sub in subs:
-                    sub.expect_no_errors("1.11")
+                verify_no_async_errors("1.11", *subs)
             finally:
                 for sub in subs:
                     sub.cancel()
@@ -438,7 +445,7 @@ class PublisherVerification(Generic[T]):
         self._subscribe(self._active(6, False), sub)
         try:
             sub.next_elements(6, "3.2", "6 elements requested from on_subscribe and on_next")
-            sub.expect_no_errors("3.2")
+            verify_no_async_errors("3.2", sub)
         finally:
             sub.cancel()
 
@@ -562,27 +569,36 @@ class PublisherVerification(Generic[T]):
     def test_required_spec313_cancel_must_make_the_publisher_eventually_drop_all_references_to_the_subscriber(  # noqa: E501
         self,
     ) -> None:
-        """After cancel, the gc timeout and gc.collect(), the subscriber is collectable."""
+        """After cancel, the gc timeout and gc.collect(), the subscriber is collectable; and
+        it got no on_error and saw no rule broken."""
         publisher = self._active(3, False)
         env = self.env()
-        ref = self._subscribe_and_cancel(publisher)
+        ref, errors, problems = self._subscribe_and_cancel(publisher)
         gone = threading.Event()
         for _ in range(10):  # up to gc_timeout: a cancel may finish asynchronously
             gone.wait(env.gc_timeout / 10)
             gc.collect()
             if ref() is None:
-                return
-        raise TCKFailure(
-            f"§3.13: {env.gc_timeout}s after cancel and gc.collect(), the publisher {publisher!r} "
-            "still holds a reference to the cancelled subscriber"
-        )
+                break
+        else:
+            raise TCKFailure(
+                f"§3.13: {env.gc_timeout}s after cancel and gc.collect(), the publisher "
+                f"{publisher!r} still holds a reference to the cancelled subscriber"
+            )
+        if problems:  # the JVM's env.verifyNoAsyncErrorsNoDelay()
+            raise TCKFailure(problems[0])
+        if errors:
+            raise TCKFailure(f"§3.13: unexpected on_error({errors[0]!r})")
 
-    def _subscribe_and_cancel(self, publisher: Publisher[T]) -> weakref.ref[ManualSubscriber[T]]:
+    def _subscribe_and_cancel(
+        self, publisher: Publisher[T]
+    ) -> tuple[weakref.ref[ManualSubscriber[T]], list[Exception], list[str]]:
+        """The subscriber, weakly, and its error and problem lists (which do not keep it)."""
         sub = self._subscribe(publisher)
         sub.request(1)
         sub.next_element("3.13")
         sub.cancel()
-        return weakref.ref(sub)
+        return weakref.ref(sub), sub.errors, sub.problems
 
     @rule("3.17")
     def test_required_spec317_must_support_a_pending_element_count_up_to_long_max_value(
@@ -649,13 +665,13 @@ class _SequentialSubscriber(ManualSubscriber[T]):
         self._elements = elements
 
     def after_subscribe(self, subscription: Subscription) -> None:
-        self.count_request(1)
-        subscription.request(1)
+        self.request(1)
 
     def after_next(self, element: T) -> None:
+        with self._cond:
+            self.received.clear()  # only the signals' order is checked, not the elements
         if self.total_received <= self._elements and self.subscription is not None:
-            self.count_request(1)
-            self.subscription.request(1)
+            self.request(1)
 
 
 class _ReentrantSubscriber(ManualSubscriber[T]):
@@ -663,13 +679,11 @@ class _ReentrantSubscriber(ManualSubscriber[T]):
 
     def after_subscribe(self, subscription: Subscription) -> None:
         for _ in range(3):
-            self.count_request(1)
-            subscription.request(1)
+            self.request(1)
 
     def after_next(self, element: T) -> None:
         if self.subscription is not None:
-            self.count_request(1)
-            self.subscription.request(1)
+            self.request(1)
 
 
 class _DepthSubscriber(ManualSubscriber[T]):
@@ -704,9 +718,7 @@ class _DepthSubscriber(ManualSubscriber[T]):
         if self.total_received >= self._signals or self.run_completed.is_set():
             self.run_completed.set()
             return
-        assert self.subscription is not None
-        self.count_request(1)
-        self.subscription.request(1)
+        self.request(1)
 
     def on_error(self, error: Exception) -> None:
         super().on_error(error)
@@ -725,9 +737,7 @@ class _OverflowingSubscriber(ManualSubscriber[T]):
         self.calls = 10
 
     def after_next(self, element: T) -> None:
-        assert self.subscription is not None
         if self.total_received <= self.calls:
-            self.count_request(UNBOUNDED - 1)
-            self.subscription.request(UNBOUNDED - 1)
+            self.request(UNBOUNDED - 1)
         else:
-            self.subscription.cancel()
+            self.cancel()

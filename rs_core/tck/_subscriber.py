@@ -108,13 +108,23 @@ class WhiteboxSubscriberProbe(Generic[T]):
             )
 
     def expect_none(self, rule_id: str) -> None:
-        """No further element may be reported within ``no_signals_timeout``."""
+        """No further element, nor on_complete or on_error, may be reported within
+        ``no_signals_timeout`` (the JVM's ``probe.expectNone()``)."""
         with self._cond:
-            self.env.wait_for(self._cond, lambda: bool(self.elements), self.env.no_signals_timeout)
+            self.env.wait_for(
+                self._cond,
+                lambda: bool(self.elements) or self.completed or self.error is not None,
+                self.env.no_signals_timeout,
+            )
             if self.elements:
                 raise TCKFailure(
                     f"§{rule_id}: the probe was told of on_next({self.elements[0]!r}), "
                     "which was never sent"
+                )
+            if self.completed or self.error is not None:
+                signal = "on_complete" if self.completed else f"on_error({self.error!r})"
+                raise TCKFailure(
+                    f"§{rule_id}: the probe was told of {signal}, while no signal was expected"
                 )
 
     def expect_completion(self, rule_id: str) -> None:
