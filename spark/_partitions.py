@@ -30,6 +30,7 @@ import atexit
 import queue
 import socket
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
@@ -54,6 +55,8 @@ __all__ = [
 Mode = Literal["rows", "arrow"]
 
 _TAG_PREFIX: Final = "rs-spark-"
+_RECANCEL_EVERY: Final = 0.05
+"""Seconds between two cancels of an interrupt that landed while a reader was opening."""
 
 # Cancel calls waiting for the canceller thread. A SimpleQueue, because the finalizer of an
 # abandoned reader puts into it, and a finalizer may run on any thread at any allocation, even
@@ -110,11 +113,19 @@ def check_read_options(mode: str, max_rows_per_batch: int | None) -> None:
 
 
 def cancel_later(fn: Callable[..., object], *args: Any) -> None:
-    """Run a Spark cancel call on the module's canceller thread: ``cancel()`` never blocks (§3.5).
+    """Run a Spark cancel call off the caller's thread: ``cancel()`` never blocks (§3.5).
 
-    One long-lived thread serves every subscription: cancel calls are short RPCs, and a
-    thread per cancel would cost a JVM thread per cancel in py4j's pinned-thread mode.
+    A classic (py4j) call goes to the module's one long-lived canceller thread: these are
+    short calls into the local JVM, and a thread per cancel would cost a JVM thread per cancel
+    in py4j's pinned-thread mode. A Spark Connect call (a bound method of a Connect object)
+    gets a daemon thread of its own: its RPC retries for minutes against an unreachable
+    server, and must not hold up the cancels of every other subscription meanwhile.
     """
+    if is_connect(getattr(fn, "__self__", None)):
+        threading.Thread(
+            target=_run, args=(fn, args), name="rs-spark-cancel-connect", daemon=True
+        ).start()
+        return
     start_canceller()
     _cancels.put((fn, args))
 
@@ -154,13 +165,26 @@ def _run(fn: Callable[..., object], args: tuple[Any, ...]) -> None:
 
 
 class Reader:
-    """The pull side of one subscription: ``open`` starts Spark, ``close`` releases it."""
+    """The pull side of one subscription: ``open`` starts Spark, ``close`` releases it.
+
+    Cancel is by tag, and a tag cancels only what Spark runs at that moment. While the reader
+    is *opening* (planning a query runs its earlier stages as jobs, one after another; a
+    Connect operation may not be registered on the server yet), a job or an operation may
+    start after a cancel call and would then run to its end: so an ``interrupt`` that lands
+    then cancels again every ``_RECANCEL_EVERY`` seconds, on a thread of its own, until the
+    opening is over (``close`` cancels once more).
+    """
+
+    _cancel_on_own_thread = False
+    """A Connect cancel is an RPC that may retry for minutes (an unreachable server): it must
+    not hold up the shared canceller thread that every other subscription's cancel uses."""
 
     def __init__(self, tags: tuple[str, ...]) -> None:
         self.tags = tags
         self._lock = threading.Lock()
         self._interrupted = False
         self._started = False
+        self._opening = False
         self.finished = False
 
     @property
@@ -171,13 +195,58 @@ class Reader:
         """Start the Spark work and return the element iterator (subscription thread)."""
         raise NotImplementedError
 
-    def interrupt(self) -> None:
-        """Stop Spark work now, from any thread, without blocking (§3.5)."""
-        raise NotImplementedError
-
     def close(self) -> None:
         """Release sockets and iterators, cancel unfinished jobs (subscription thread)."""
         raise NotImplementedError
+
+    def _cancel_tag(self) -> None:
+        """Cancel the Spark work carrying this reader's tag, now (a blocking call)."""
+        raise NotImplementedError
+
+    def _break_read(self) -> None:
+        """Wake a read blocked in this reader (any thread, non-blocking); none by default."""
+
+    def _begin_opening(self) -> None:
+        """Spark is about to start: raise ``_Interrupted`` if cancelled already (decided under
+        the lock, so an ``interrupt`` either comes first and stops this, or sees the opening
+        and cancels until it is over)."""
+        with self._lock:
+            if self._interrupted:
+                raise _Interrupted()
+            self._started = True
+            self._opening = True
+
+    def _end_opening(self) -> bool:
+        """The opening is over; True if the reader was interrupted meanwhile."""
+        with self._lock:
+            self._opening = False
+            return self._interrupted
+
+    def interrupt(self) -> None:
+        """Stop Spark work now, from any thread, without blocking (§3.5)."""
+        with self._lock:
+            if self._interrupted:
+                return
+            self._interrupted = True
+            running = self._started and not self.finished
+            opening = self._opening
+        self._break_read()
+        if not running:
+            return
+        if opening or self._cancel_on_own_thread:
+            threading.Thread(
+                target=self._cancel_while_opening, name=f"{self.tags[0]}-cancel", daemon=True
+            ).start()
+        else:
+            cancel_later(self._cancel_tag)
+
+    def _cancel_while_opening(self) -> None:
+        while True:
+            _run(self._cancel_tag, ())
+            with self._lock:
+                if not self._opening:
+                    return
+            time.sleep(_RECANCEL_EVERY)
 
 
 class _ClassicReader(Reader):
@@ -197,6 +266,7 @@ class _ClassicReader(Reader):
         self._prefetch = prefetch
         self._max_rows = max_rows
         self._sc: Any = None
+        self._added: tuple[str, ...] = ()  # the job tags open() put on this thread
         self._sock: socket.socket | None = None
         self._iterator: Iterator[Any] | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
@@ -212,28 +282,38 @@ class _ClassicReader(Reader):
             raise RuntimeError("the SparkContext behind this DataFrame was stopped")
         # Jobs started from this thread, and from the JVM server thread it creates below
         # (local properties are inherited), carry the tags: cancel finds them by tag.
-        for tag in self.tags:
+        # The session's own tag too, which SQL executions carry: spark.interruptAll() stops
+        # these jobs as it stops toLocalIterator()'s.
+        tags = (*self.tags, session._jsparkSession.sessionJobTag())
+        for tag in tags:
             sc.addJobTag(tag)
+        self._added = tags
         sc.setInterruptOnCancel(True)
-        self._started = True
-        schema: Any = None
-        if self._mode == "rows":
-            jrdd = df._jdf.javaToPython().rdd()
-            serializer: Any = _ser.BatchedSerializer(_ser.CPickleSerializer())
-        else:
-            large = session.conf.get("spark.sql.execution.arrow.useLargeVarTypes") == "true"
-            schema = to_arrow_schema(
-                df.schema,
-                error_on_duplicated_field_names_in_struct=True,
-                timezone="UTC",
-                prefers_large_types=large,
-            )
-            max_rows = self._max_rows
-            if max_rows is None:
-                max_rows = int(session.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch"))
-            jrdd = df._jdf.toArrowBatchRdd(max_rows, "UTC", True, large)
-            serializer = _ser.NoOpSerializer()
-        port, secret, server = sc._jvm.PythonRDD.toLocalIteratorAndServe(jrdd, self._prefetch)
+        self._begin_opening()  # planning may run jobs (earlier stages) on this thread
+        try:
+            schema: Any = None
+            if self._mode == "rows":
+                jrdd = df._jdf.javaToPython().rdd()
+                serializer: Any = _ser.BatchedSerializer(_ser.CPickleSerializer())
+            else:
+                large = session.conf.get("spark.sql.execution.arrow.useLargeVarTypes") == "true"
+                schema = to_arrow_schema(
+                    df.schema,
+                    error_on_duplicated_field_names_in_struct=True,
+                    timezone="UTC",
+                    prefers_large_types=large,
+                )
+                max_rows = self._max_rows
+                if max_rows is None:
+                    max_rows = int(session.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch"))
+                jrdd = df._jdf.toArrowBatchRdd(max_rows, "UTC", True, large)
+                serializer = _ser.NoOpSerializer()
+            server_info = sc._jvm.PythonRDD.toLocalIteratorAndServe(jrdd, self._prefetch)
+        finally:
+            interrupted = self._end_opening()
+        if interrupted:  # close() cancels the first partition's job the server started
+            raise _Interrupted()
+        port, secret, server = server_info
         sockfile, sock = _create_local_socket((port, secret))
         with self._lock:
             interrupted = self._interrupted
@@ -254,13 +334,13 @@ class _ClassicReader(Reader):
         self._iterator = stream
         return stream
 
-    def interrupt(self) -> None:
-        with self._lock:
-            if self._interrupted:
-                return
-            self._interrupted = True
-            sock = self._sock
-            running = self._started and not self.finished
+    def _cancel_tag(self) -> None:
+        sc = self._sc
+        if sc is not None:
+            sc.cancelJobsWithTag(self.tags[0])
+
+    def _break_read(self) -> None:
+        sock = self._sock  # set under the lock, before which interrupt() had no read to break
         if sock is not None:
             try:  # "no more partitions": a server waiting for a request stops cleanly ...
                 sock.send(b"\x00\x00\x00\x00", socket.MSG_DONTWAIT)
@@ -270,8 +350,6 @@ class _ClassicReader(Reader):
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        if running and self._sc is not None:
-            cancel_later(self._sc.cancelJobsWithTag, self.tags[0])
 
     def close(self) -> None:
         iterator, self._iterator = self._iterator, None
@@ -288,8 +366,8 @@ class _ClassicReader(Reader):
         detached = self._finalizer.detach() if self._finalizer is not None else None
         if detached is not None:  # closes the socket even if the generator never started
             _close_quietly(*detached[2][:2])  # (the jobs were cancelled above)
-        if sc is not None and self._started:
-            for tag in self.tags:
+        if sc is not None:
+            for tag in self._added:
                 try:
                     sc.removeJobTag(tag)
                 except Exception:
@@ -397,6 +475,8 @@ def _chunks(batch: Any, max_rows: int | None) -> Iterator[Any]:
 class _ConnectReader(Reader):
     """Reader on a Spark Connect session: the client's lazy gRPC result stream."""
 
+    _cancel_on_own_thread = True
+
     def __init__(self, df: Any, mode: Mode, max_rows: int | None, tags: tuple[str, ...]) -> None:
         super().__init__(tags)
         self._df = df
@@ -410,24 +490,24 @@ class _ConnectReader(Reader):
         session = self._session = df.sparkSession
         for tag in self.tags:
             session.addTag(tag)  # thread-local on the client: sent with this thread's requests
-        self._started = True
-        if self._interrupted:
-            raise _Interrupted()
-        if self._mode == "rows":
-            iterator: Iterator[Any] = df.toLocalIterator()
-        else:
-            iterator = _connect_batches(df, self._max_rows)
+        # Opening lasts until the first result: before the server registered the operation,
+        # an interruptTag finds nothing to interrupt.
+        self._begin_opening()
+        try:
+            if self._mode == "rows":
+                iterator: Iterator[Any] = df.toLocalIterator()
+            else:
+                iterator = _connect_batches(df, self._max_rows)
+        except BaseException:
+            self._end_opening()
+            raise
         self._iterator = _track_end(self, iterator)
         return self._iterator
 
-    def interrupt(self) -> None:
-        with self._lock:
-            if self._interrupted:
-                return
-            self._interrupted = True
-            running = self._started and not self.finished
-        if running and self._session is not None:
-            cancel_later(self._session.interruptTag, self.tags[0])
+    def _cancel_tag(self) -> None:
+        session = self._session
+        if session is not None:
+            session.interruptTag(self.tags[0])
 
     def close(self) -> None:
         iterator, self._iterator = self._iterator, None
@@ -455,10 +535,17 @@ class _ConnectReader(Reader):
 
 
 def _track_end(reader: Reader, iterator: Iterator[Any]) -> Iterator[Any]:
+    """``iterator``, ending the reader's opening at its first item (or its end, or error)
+    and marking the reader finished at its end."""
     try:
+        for item in iterator:
+            reader._end_opening()
+            yield item
+            break
         yield from iterator
         reader.finished = True
     finally:
+        reader._end_opening()
         close = getattr(iterator, "close", None)
         if close is not None:
             close()

@@ -94,9 +94,11 @@ class _DataFrameSource(Source[Any]):
             if reader.interrupted:  # the cancel broke the read: stay silent (§1.8)
                 return EMPTY
             raise  # §1.4: Spark's error becomes on_error
-        if value is END and reader.interrupted:
-            # The drain may poll again before it sees the cancel (demand it had not yet
-            # accounted for): the broken iterator's end is the cancel's echo, not completion.
+        if reader.interrupted:
+            # What a read returns once cancel came (the end of the broken iterator, or an
+            # element a read in progress still got) is not delivered: nothing is signalled
+            # after the cancel. The drain may poll again before it sees the cancel (demand it
+            # had not yet accounted for): it sees it then, and closes the source.
             return EMPTY
         return value
 

@@ -9,6 +9,7 @@ import os
 import socket
 import textwrap
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -310,6 +311,69 @@ def test_cancel_before_any_request_runs_no_job(spark: Any) -> None:
     wait_until(no_owned_threads, 30, "the owned thread to end")
     subscriber.expect_no_signals(0.3)
     assert jobs_for_tag(spark, tag) == []
+
+
+def stages(session: Any) -> Any:
+    """A query whose planning runs a shuffle stage for many minutes (adaptive execution runs
+    the earlier stages as jobs before the result's partitions can be served)."""
+    return session.range(0, SLOW, 1, 2).selectExpr("id % 7 AS k").groupBy("k").count()
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.002, 0.01, 0.05])
+def test_a_cancel_while_the_query_is_planned_stops_the_jobs_planning_starts(
+    session: Any, delay: float
+) -> None:
+    """Cancel a few ms after the first request, while the reader is still starting Spark
+    (planning runs a shuffle stage; a Connect operation may not be registered yet): a tag
+    cancels only what runs at that moment, so the reader cancels again until it is started.
+    No job, no operation runs on after the cancel; nothing is signalled; the thread ends."""
+    tag = f"cancel-planning-{delay}"
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber()
+    from_dataframe(stages(session), job_tag=tag).subscribe(subscriber)
+    subscriber.await_subscribed()
+    subscriber.request(1)
+    time.sleep(delay)
+    subscriber.cancel()
+    wait_until(no_owned_threads, 60, "the owned thread to end")
+    if is_connect(session):
+        assert session.interruptTag(tag) == []  # nothing with the tag is left running
+    else:
+        wait_until(lambda: active_jobs_for_tag(session, tag) == [], 60, "the jobs to stop")
+        assert all(job_status(session, job) == "FAILED" for job in jobs_for_tag(session, tag))
+    subscriber.expect_no_signals(0.2)
+    assert subscriber.elements == [] and not subscriber.is_terminated
+
+
+def test_interrupt_all_of_the_session_stops_the_read(spark: Any) -> None:
+    """spark.interruptAll() stops the session's jobs, a from_dataframe read's too (they carry
+    the session's tag, as toLocalIterator's do): the job fails, the subscriber gets
+    on_error."""
+    tag = "interrupt-all"
+    subscriber, stuck = _reading_a_stuck_partition(spark, tag, UNBOUNDED, 5)
+    spark.interruptAll()
+    subscriber.await_terminal(60)
+    assert subscriber.error is not None
+    _assert_cancelled_and_released(spark, tag, stuck)
+
+
+def test_a_connect_cancel_never_holds_up_the_shared_canceller() -> None:
+    """A Spark Connect cancel call (an RPC that retries for minutes against a server that is
+    gone) runs on a thread of its own: the classic cancels every other subscription queues
+    meanwhile still run at once."""
+    unblock = threading.Event()
+    ran = threading.Event()
+
+    class Remote:  # stands for a Connect session whose server does not answer
+        def interruptTag(self, tag: str) -> None:  # noqa: N802 (Spark's name)
+            unblock.wait(60)
+
+    Remote.__module__ = "pyspark.sql.connect.session"
+    try:
+        _partitions.cancel_later(Remote().interruptTag, "gone")
+        _partitions.cancel_later(ran.set)  # a classic cancel, queued behind it
+        assert ran.wait(10), "the classic cancel waited for the Connect one"
+    finally:
+        unblock.set()
 
 
 def test_cancel_on_spark_connect_interrupts_the_operation(connect: Any) -> None:
