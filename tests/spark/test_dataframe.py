@@ -406,20 +406,29 @@ def test_a_failing_expression_becomes_on_error(session: Any, mode: str) -> None:
     wait_until(no_owned_threads, 30, "the owned thread to end")
 
 
-def test_a_failing_udf_becomes_on_error(session: Any) -> None:
-    """A Python UDF that raises ends in on_error with Spark's PythonException."""
+@pytest.mark.parametrize("mode", ["rows", "arrow"])
+def test_a_failing_udf_becomes_on_error_after_the_rows_before_it(session: Any, mode: str) -> None:
+    """A Python UDF that raises in the third of four partitions: the rows of the first two
+    are delivered, then on_error with Spark's PythonException (§1.4)."""
     from pyspark.errors import PythonException
 
     def explode(x: int) -> int:
-        raise ValueError(f"bad row {x}")
+        if x >= 200:
+            raise ValueError(f"bad row {x}")
+        return x
 
     bad = functions_for(session).udf(explode, "long", useArrow=False)
-    df = session.range(0, 10, 1, 1).select(bad("id").alias("x"))
+    df = session.range(0, 400, 1, 4).select(bad("id").alias("x"))
     subscriber: RecordingSubscriber[Any] = RecordingSubscriber(UNBOUNDED)
-    from_dataframe(df).subscribe(subscriber)
+    from_dataframe(df, mode=mode).subscribe(subscriber)  # type: ignore[arg-type]
     subscriber.await_terminal(180)
     assert isinstance(subscriber.error, PythonException)
     assert "bad row" in str(subscriber.error)
+    if mode == "rows":
+        rows = [row.x for row in subscriber.elements]
+    else:
+        rows = [x for batch in subscriber.elements for x in batch.column("x").to_pylist()]
+    assert rows == list(range(200))
 
 
 def test_an_unresolvable_column_on_connect_becomes_on_error(connect: Any) -> None:
