@@ -170,7 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated case modules (e.g. iterables,rx)")
     parser.add_argument("--no-grid", action="store_true", help="skip the source x sink grid")
     parser.add_argument("--out", default="docs", help="output folder (default: docs)")
-    parser.add_argument("--grid-elements", type=int, default=300)
+    parser.add_argument(
+        "--grid-elements",
+        type=int,
+        default=300,
+        help="elements each grid cell sends (at least twice the cell's in-flight bound)",
+    )
     parser.add_argument(
         "--no-spark-grid", action="store_true", help="leave the Spark sources out of the grid"
     )

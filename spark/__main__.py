@@ -101,12 +101,15 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     bar = None
-    if not args.no_progress:
-        from tqdm import tqdm  # type: ignore[import-untyped]
-
-        bar = tqdm(
-            total=config.rows, unit="row", unit_scale=True, desc="rows done", file=sys.stderr
-        )
+    if not args.no_progress and sys.stderr.isatty():  # a log file gets no redrawn bar
+        try:
+            from tqdm import tqdm  # type: ignore[import-untyped]
+        except ImportError:  # the bar is a nicety of the dev extra: run without it
+            tqdm = None
+        if tqdm is not None:
+            bar = tqdm(
+                total=config.rows, unit="row", unit_scale=True, desc="rows done", file=sys.stderr
+            )
     done = 0
 
     def on_window(window: Window, meter: Meter) -> None:
@@ -115,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             finished = meter.finished
             bar.update(finished - done)
             done = finished
-            bar.set_postfix(in_flight=meter.emitted - finished, window=window.window)
+            # refresh=False: the bar's own rate limit decides when to redraw
+            bar.set_postfix(in_flight=meter.emitted - finished, window=window.window, refresh=False)
 
     try:
         summary = run(spark, config, on_window=on_window)
@@ -134,13 +138,19 @@ def main(argv: list[str] | None = None) -> int:
     held = summary.max_in_flight <= summary.bound
     totals = summary.totals
     jobs = "n/a (Spark Connect)" if summary.spark_jobs is None else f"{summary.spark_jobs}"
+    paced = (
+        f" (paced by the consumer: it sleeps {config.consumer_delay:g} s a window)"
+        if config.consumer_delay
+        else ""
+    )
     lines = [
         f"rows          {summary.rows:,}",
         f"seconds       {summary.seconds:.1f}",
-        f"rows/s        {summary.rows_per_second:,.0f}",
+        f"rows/s        {summary.rows_per_second:,.0f}{paced}",
         f"windows       {summary.windows} ({totals.events:,} events kept, {totals.buys:,} buys, "
         f"revenue {totals.revenue:,.2f})",
-        f"in flight     max {summary.max_in_flight:,} rows, bound {summary.bound:,} rows: "
+        f"in flight     max {summary.max_in_flight:,} rows, bound {summary.bound:,} rows "
+        "(the windows the stages promise, added up): "
         + ("backpressure held" if held else "BOUND EXCEEDED"),
         f"source demand max outstanding {summary.max_outstanding_demand:,} "
         f"({'rows' if config.mode == 'rows' else 'batches'}; rx buffer {config.rx_buffer})",
