@@ -1,4 +1,5 @@
-"""Test tools for code built on rs_core: a recording subscriber with explicit request control.
+"""Test tools for code built on rs_core: a recording subscriber with explicit request control,
+and a recording subscription to hand a subscriber under test.
 
 ``RecordingSubscriber`` records every signal, counts demand, notices protocol violations
 (overlapping signals §1.3, more ``on_next`` than requested §1.1, a signal after a terminal
@@ -17,7 +18,7 @@ from typing import Generic, TypeVar
 from rs_core._subscription import require_element, require_error, require_subscription
 from rs_core.api import Subscription
 
-__all__ = ["Incomparable", "RecordingSubscriber", "race"]
+__all__ = ["Incomparable", "RecordingSubscriber", "RecordingSubscription", "race"]
 
 T = TypeVar("T")
 
@@ -40,6 +41,31 @@ class Incomparable:
 
     def __repr__(self) -> str:
         return f"Incomparable({self.value})"
+
+
+class RecordingSubscription:
+    """A Subscription a test hands to the subscriber under test: it records each
+    ``request(n)`` (from any thread) and ``cancel``, and emits nothing."""
+
+    def __init__(self) -> None:
+        self.requests: list[int] = []
+        self.cancelled = threading.Event()
+        self.requested_event = threading.Event()  # set by every request
+        self._lock = threading.Lock()
+
+    def request(self, n: int) -> None:
+        with self._lock:
+            self.requests.append(n)
+        self.requested_event.set()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    @property
+    def total(self) -> int:
+        """Everything requested so far, added up."""
+        with self._lock:
+            return sum(self.requests)
 
 
 class RecordingSubscriber(Generic[T]):

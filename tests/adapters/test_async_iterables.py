@@ -20,7 +20,7 @@ import pytest
 from adapters.async_iterables import from_async_iterable, to_async_iterator
 from adapters.iterables import from_iterable
 from rs_core import UNBOUNDED, OverflowViolation, Subscriber, checked, publish_on
-from rs_core.testing import Incomparable, RecordingSubscriber
+from rs_core.testing import Incomparable, RecordingSubscriber, RecordingSubscription
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "async_pipeline.py"
 
@@ -108,35 +108,12 @@ class FreshEachTime:
             yield i
 
 
-class ManualSubscription:
-    """A subscription a test drives by hand: it records requests and cancel."""
-
-    def __init__(self) -> None:
-        self.requests: list[int] = []
-        self.cancelled = threading.Event()
-        self.requested_event = threading.Event()
-        self._lock = threading.Lock()
-
-    def request(self, n: int) -> None:
-        with self._lock:
-            self.requests.append(n)
-        self.requested_event.set()
-
-    def cancel(self) -> None:
-        self.cancelled.set()
-
-    @property
-    def total(self) -> int:
-        with self._lock:
-            return sum(self.requests)
-
-
 class ManualPublisher:
     """A publisher whose single subscriber the test signals directly, from any thread."""
 
     def __init__(self) -> None:
         self.subscriber: Subscriber[Any] | None = None
-        self.subscription = ManualSubscription()
+        self.subscription = RecordingSubscription()
         self.subscribed = threading.Event()
 
     def subscribe(self, subscriber: Subscriber[Any]) -> None:

@@ -36,7 +36,7 @@ from rs_core import (
     checked,
 )
 from rs_core._drain import DrainSubscription
-from rs_core.testing import Incomparable, RecordingSubscriber, race
+from rs_core.testing import Incomparable, RecordingSubscriber, RecordingSubscription, race
 
 STRATEGIES = ["block", "buffer", "drop", "latest", "error"]
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "rx_pipeline.py"
@@ -1082,24 +1082,17 @@ def test_to_observable_subscribe_failure_reaches_rx_on_error() -> None:
     to_observable(Broken()).subscribe(on_error=errors.append)
     assert isinstance(errors[0], RuntimeError)
 
-    cancelled = threading.Event()
-
-    class Cancellable:
-        def request(self, n: int) -> None:
-            pass
-
-        def cancel(self) -> None:
-            cancelled.set()
+    handed_over = RecordingSubscription()
 
     class RaisesAfterOnSubscribe:
         def subscribe(self, subscriber: Any) -> None:
-            subscriber.on_subscribe(Cancellable())
+            subscriber.on_subscribe(handed_over)
             raise RuntimeError("half way")
 
     errors.clear()
     to_observable(RaisesAfterOnSubscribe()).subscribe(on_error=errors.append)
     assert isinstance(errors[0], RuntimeError) and "half way" in str(errors[0])
-    assert cancelled.is_set()
+    assert handed_over.cancelled.is_set()
 
 
 def test_to_observable_an_observer_raising_ends_with_on_error() -> None:

@@ -23,6 +23,7 @@ from spark_helpers import run_python, wait_until  # noqa: E402
 
 from adapters.iterables import from_iterable  # noqa: E402
 from rs_core.errors import OverflowViolation  # noqa: E402
+from rs_core.testing import RecordingSubscription  # noqa: E402
 from spark import (  # noqa: E402
     BatchSubscriber,
     from_dataframe,
@@ -318,17 +319,11 @@ def test_a_failing_write_cancels_the_publisher(spark: Any, tmp_path: Any) -> Non
 
 def test_batch_subscriber_requests_the_next_batch_only_when_asked() -> None:
     """Demand goes out one batch at a time, when the consumer comes back for more."""
-    requests: list[int] = []
-
-    class Upstream:
-        def request(self, n: int) -> None:
-            requests.append(n)
-
-        def cancel(self) -> None:
-            requests.append(-1)
+    upstream = RecordingSubscription()
+    requests = upstream.requests
 
     subscriber: BatchSubscriber[int] = BatchSubscriber(3)
-    subscriber.on_subscribe(Upstream())
+    subscriber.on_subscribe(upstream)
     assert requests == [3]
     for i in range(3):
         subscriber.on_next(i)
@@ -345,29 +340,21 @@ def test_batch_subscriber_requests_the_next_batch_only_when_asked() -> None:
     consumer.join(5)
     assert second == [[3, 4]]
     assert list(batches) == []
-    assert requests == [3, 3]
+    assert requests == [3, 3] and not upstream.cancelled.is_set()
 
 
 def test_batch_subscriber_fails_on_overflow() -> None:
     """More on_next than requested cancels upstream and fails with OverflowViolation (§1.1)."""
-    cancelled = threading.Event()
-
-    class Upstream:
-        def request(self, n: int) -> None:
-            pass
-
-        def cancel(self) -> None:
-            cancelled.set()
-
+    upstream = RecordingSubscription()
     subscriber: BatchSubscriber[int] = BatchSubscriber(2)
-    subscriber.on_subscribe(Upstream())
+    subscriber.on_subscribe(upstream)
     for i in range(3):
         subscriber.on_next(i)
     batches = subscriber.batches(timeout=5)
     assert next(batches) == [0, 1]
     with pytest.raises(OverflowViolation):
         next(batches)
-    assert cancelled.is_set()
+    assert upstream.cancelled.is_set()
 
 
 def test_batch_subscriber_closing_early_cancels() -> None:
