@@ -18,7 +18,7 @@ from adapters.aioreactive import from_async_observable, to_async_observable
 from adapters.async_iterables import from_async_iterable, to_async_iterator
 from adapters.iterables import from_iterable
 from rs_core import UNBOUNDED, Subscriber, checked
-from rs_core.testing import RecordingSubscriber
+from rs_core.testing import RecordingSubscriber, RecordingSubscription
 
 # -- helpers ----------------------------------------------------------------------------------
 
@@ -122,31 +122,12 @@ class Capturing(AsyncObservable[int]):
         return AsyncDisposable.empty()
 
 
-class ManualSubscription:
-    def __init__(self) -> None:
-        self.requests: list[int] = []
-        self.cancelled = threading.Event()
-        self._lock = threading.Lock()
-
-    def request(self, n: int) -> None:
-        with self._lock:
-            self.requests.append(n)
-
-    def cancel(self) -> None:
-        self.cancelled.set()
-
-    @property
-    def total(self) -> int:
-        with self._lock:
-            return sum(self.requests)
-
-
 class ManualPublisher:
     """A publisher whose single subscriber the test signals directly."""
 
     def __init__(self) -> None:
         self.subscriber: Subscriber[Any] | None = None
-        self.subscription = ManualSubscription()
+        self.subscription = RecordingSubscription()
 
     def subscribe(self, subscriber: Subscriber[Any]) -> None:
         self.subscriber = subscriber
