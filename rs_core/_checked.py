@@ -57,12 +57,15 @@ def checked(publisher: Publisher[T], *, on_violation: OnViolation = "raise") -> 
     Subscriber relies on; the extra subscription is cancelled, §2.5); ``None`` arguments
     (§2.13); ``on_next`` beyond the demand registered before a non-positive ``request``, or
     ``on_complete``, where §3.9 requires ``on_error``; ``request`` / ``cancel`` raising (§3.16,
-    §3.15); and, on the Subscriber's side, ``request`` / ``cancel`` called from inside its own
-    ``on_error`` / ``on_complete`` (§2.3). The §3.9 check starts once the upstream's
-    ``request(n <= 0)`` returned: elements already requested may still arrive (as after a
-    cancel, §2.8), and only ``on_error`` may end the stream. A terminal signal already on its
-    way on another thread at that moment cannot be told apart, and is reported; that race
-    needs a Subscriber that made an illegal request, so the stream was failing anyway.
+    §3.15; an exception the Subscriber raised from a signal delivered inside the call is named
+    §2.13 instead); and, on the Subscriber's side, ``request`` / ``cancel`` called from inside
+    its own ``on_error`` / ``on_complete`` (§2.3). The §3.9 check starts with the call to the
+    upstream's ``request(n <= 0)`` (a synchronous answer counts): elements already requested
+    may still arrive (as after a cancel, §2.8), and only ``on_error`` may end the stream. An
+    ``on_complete`` is reported when it comes on the thread that made the bad request, or
+    after a bad request made from inside a signal; one from another thread may have been
+    decided before the publisher saw the request (the end of the stream racing it, after
+    which the request is a no-op, §3.6) and is not reported.
 
     Not checked: whether ``on_subscribe`` or a terminal signal ever comes, and §1.8 ("eventually
     stop") - they need a clock; §2.7, because ``cancel`` is thread-safe by §3.5 and every
@@ -137,14 +140,15 @@ class CheckedPublisher(Generic[T]):
         except Exception as exc:  # §1.9: subscribe must return normally
             if isinstance(exc, ProtocolViolation):  # ours, on its way out through upstream
                 raise
-            checker._violated(
-                ProtocolViolation(
+            if exc is checker._raised:  # the Subscriber's own signal raised (§2.13)
+                violation = checker._raised_in(f"{self._publisher!r}.subscribe()", exc, "1.9")
+            else:
+                violation = ProtocolViolation(
                     "1.9",
                     f"§1.9: {self._publisher!r}.subscribe() raised {exc!r}; a Publisher must "
                     "return normally and signal failures with on_error",
-                ),
-                exc,
-            )
+                )
+            checker._violated(violation, exc)
             raise  # "log" or a callable: the exception passes through as it came
 
     def __repr__(self) -> str:
@@ -157,16 +161,19 @@ class _Checker(Generic[T]):
 
     All checks are O(1) under one lock per signal; user code (the Subscriber, the upstream
     Subscription, a violation callable) is always called outside it. The conflict detector
-    records which thread is inside a signal (and how deeply, for same-thread nesting), and
-    how many ``request`` calls that thread made from inside it are in progress; a signal
-    from another thread meanwhile, or from the same thread but not inside such a ``request``,
-    is the §1.3 violation. In raise mode the
+    records which thread is inside a signal (and how deeply, for same-thread nesting), and at
+    which depth the innermost ``request`` that thread made from inside a signal is in
+    progress; a signal from another thread meanwhile, or from the same thread but not
+    directly inside such a ``request`` (a signal re-entered from inside the one that
+    request delivered), is the §1.3 violation. In raise mode the
     ``on_error(violation)`` meant for the Subscriber waits until the signal in progress
     returns, so the checker's own signals stay serial.
     """
 
     __slots__ = (
         "_bad_request",
+        "_bad_request_inside",
+        "_bad_request_thread",
         "_cancelled",
         "_demand",
         "_depth",
@@ -178,8 +185,9 @@ class _Checker(Generic[T]):
         "_owner",
         "_pending",
         "_raise",
+        "_raised",
         "_report",
-        "_requesting",
+        "_requested_at",
         "_subscribed",
         "_subscriber",
         "_terminal_thread",
@@ -204,13 +212,21 @@ class _Checker(Generic[T]):
         self._terminated = False  # the upstream called on_error / on_complete
         self._cancelled = False  # the Subscriber called cancel
         self._bad_request = False  # the Subscriber called request(n <= 0); on_error is due
+        # The bad request's thread, and whether it came from inside a signal. Program order
+        # is known on that thread only: a request another thread makes meanwhile may reach
+        # the publisher first (its demand still counts), and another thread's on_complete
+        # may have been decided before the publisher saw the bad request (§3.6).
+        self._bad_request_thread = 0
+        self._bad_request_inside = False
         self._failed = False  # raise mode tripped: drop everything from upstream
         self._pending: ProtocolViolation | None = None  # on_error(violation) not yet delivered
         self._down_subscribed = False  # the Subscriber has been given on_subscribe
         self._down_done = False  # the Subscriber has been given (or is owed) a terminal signal
         self._owner = 0  # thread inside a signal, 0 for none (§1.3 conflict detector)
         self._depth = 0
-        self._requesting = 0  # request() calls in progress on _owner's thread, from a signal
+        self._requested_at = 0  # the signal depth of the innermost request() in progress on
+        # _owner's thread (0: none): a signal may nest exactly there, inside it (§3.2, §3.3)
+        self._raised: BaseException | None = None  # what the Subscriber last raised (§2.13)
         self._terminal_thread = 0  # thread delivering on_error / on_complete (§2.3)
 
     # -- Subscriber: signals from the upstream ---------------------------------------------------
@@ -258,7 +274,7 @@ class _Checker(Generic[T]):
                 self._open
                 and self._demand
                 and element is not None
-                and (not owner or (owner == me and self._requesting))  # §1.3
+                and (not owner or (owner == me and self._requested_at == self._depth))  # §1.3
             )
             if fast:
                 self._demand = produced(self._demand, 1)  # §1.1
@@ -271,6 +287,9 @@ class _Checker(Generic[T]):
             subscriber = self._subscriber
             if subscriber is not None:
                 subscriber.on_next(element)
+        except Exception as exc:  # §2.13: told apart from the upstream's own errors
+            self._raised = exc
+            raise
         finally:
             with lock:  # and one to leave, unless there is more to do than count down
                 slow = self._depth == 1 and (
@@ -295,7 +314,7 @@ class _Checker(Generic[T]):
             if violation is None:
                 if self._demand:
                     self._demand = produced(self._demand, 1)
-                elif self._bad_request:  # §3.9
+                elif self._bad_request:  # §3.9 (or §1.1 either way: no demand for it)
                     violation = ProtocolViolation(
                         "3.9",
                         f"§3.9: on_next({element!r}) after a non-positive request, beyond "
@@ -341,7 +360,11 @@ class _Checker(Generic[T]):
             if self._failed:
                 return
             violation = self._order_locked("on_complete", me)
-            if violation is None and self._bad_request:
+            if (
+                violation is None
+                and self._bad_request
+                and (self._bad_request_inside or self._bad_request_thread == me)
+            ):
                 violation = ProtocolViolation(
                     "3.9",
                     "§3.9: on_complete after a non-positive request; request(n <= 0) must be "
@@ -368,13 +391,21 @@ class _Checker(Generic[T]):
             if (
                 violation is None
                 and invalid is None
-                and not (self._cancelled or self._down_done or self._bad_request)
+                and not (self._cancelled or self._down_done)
+                and not (self._bad_request and self._bad_request_thread == me)
             ):  # §3.6, §1.6; demand after a bad request is not owed (§3.9)
                 self._demand = add_cap(self._demand, n)  # §3.17
             upstream = self._upstream
             nested = upstream is not None and self._owner == me  # from inside a signal
+            outer = self._requested_at
             if nested:
-                self._requesting += 1  # signals it causes here may nest (§3.2, §3.3)
+                self._requested_at = self._depth  # signals it causes may nest here (§3.2)
+            if invalid is not None and not (self._cancelled or self._down_done):
+                # §3.9: from now on only on_error may end the stream, even one the upstream
+                # signals synchronously, inside this call.
+                self._bad_request = True
+                self._bad_request_thread = me
+                self._bad_request_inside = nested
         if violation is not None:
             self._violated(violation)
         if upstream is None:
@@ -383,20 +414,12 @@ class _Checker(Generic[T]):
             upstream.request(n)
         except Exception as exc:
             if not isinstance(exc, ProtocolViolation):  # not ours, on its way out
-                self._violated(
-                    ProtocolViolation("3.16", f"§3.16: request({n!r}) raised {exc!r}"), exc
-                )
+                self._violated(self._raised_in(f"request({n!r})", exc, "3.16"), exc)
             raise
         finally:
             if nested:
                 with self._lock:
-                    self._requesting -= 1
-        if invalid is not None:
-            with self._lock:
-                # §3.9: from now on only on_error may end the stream. Noted after the upstream
-                # had the call, so a synchronous answer is never misjudged.
-                if not (self._cancelled or self._down_done or self._failed):
-                    self._bad_request = True
+                    self._requested_at = outer
 
     def cancel(self) -> None:
         """Pass the cancel upstream; it stays counted for the §1.1 check of in-flight elements."""
@@ -415,8 +438,18 @@ class _Checker(Generic[T]):
             upstream.cancel()
         except Exception as exc:
             if not isinstance(exc, ProtocolViolation):
-                self._violated(ProtocolViolation("3.15", f"§3.15: cancel() raised {exc!r}"), exc)
+                self._violated(self._raised_in("cancel()", exc, "3.15"), exc)
             raise
+
+    def _raised_in(self, call: str, exc: Exception, rule: str) -> ProtocolViolation:
+        """The violation for ``exc`` coming out of the upstream's ``call``: the Subscriber's
+        own exception, raised from a signal the call delivered synchronously, is its fault
+        (§2.13), not the Subscription's (``rule``)."""
+        if exc is self._raised:
+            return ProtocolViolation(
+                "2.13", f"§2.13: the Subscriber raised {exc!r} from a signal (inside {call})"
+            )
+        return ProtocolViolation(rule, f"§{rule}: {call} raised {exc!r}")
 
     # -- violations ---------------------------------------------------------------------------
 
@@ -471,7 +504,7 @@ class _Checker(Generic[T]):
             return ProtocolViolation(
                 "1.3", f"§1.3: {signal} overlapped another signal in progress on another thread"
             )
-        if owner and not self._requesting:  # §1.3: nested, and not through request (§3.3)
+        if owner and self._requested_at != self._depth:  # §1.3: nested, not in a request
             return ProtocolViolation(
                 "1.3",
                 f"§1.3: {signal} was signalled from inside another signal on the same thread, "
@@ -537,7 +570,11 @@ class _Checker(Generic[T]):
             if violation is not None:
                 self._violated(violation)
             if subscriber is not None:
-                signal(subscriber)
+                try:
+                    signal(subscriber)
+                except Exception as exc:  # §2.13: told apart from the upstream's own errors
+                    self._raised = exc
+                    raise
         finally:
             if entered:
                 self._leave(me)

@@ -87,9 +87,15 @@ def wire(
 
 
 def offend(
-    mode: str, rule: str, caplog: pytest.LogCaptureFixture, call: Callable[[], object]
+    mode: str,
+    rule: str,
+    caplog: pytest.LogCaptureFixture,
+    call: Callable[[], object],
+    passes: type[Exception] | None = None,
 ) -> ProtocolViolation:
-    """Make the offending ``call``; return the violation raised ("raise") or logged ("log")."""
+    """Make the offending ``call``; return the violation raised ("raise") or logged ("log").
+    In "log" mode, ``passes`` is the exception the call still raises (the offending signal
+    is passed on as it came): it is expected, and the log is checked after it."""
     if mode == "raise":
         with pytest.raises(ProtocolViolation) as info:
             call()
@@ -97,7 +103,11 @@ def offend(
     else:
         caplog.clear()
         with caplog.at_level(logging.ERROR, logger="rs_core"):
-            call()
+            if passes is None:
+                call()
+            else:
+                with pytest.raises(passes):
+                    call()
         logged = [
             r.exc_info[1]
             for r in caplog.records
@@ -180,7 +190,8 @@ def test_spec317_demand_saturates_at_unbounded() -> None:
 
 
 def test_spec101_demand_just_below_unbounded_is_still_counted() -> None:
-    """§1.1: demand below UNBOUNDED is counted exactly: one element too many is reported."""
+    """§1.1: demand below UNBOUNDED is counted exactly: one element too many is reported,
+    both for small demand and for demand one short of UNBOUNDED (which is not unbounded)."""
     found: list[ProtocolViolation] = []
     publisher = HandPublisher()
     subscriber: RecordingSubscriber[int] = RecordingSubscriber()
@@ -190,6 +201,18 @@ def test_spec101_demand_just_below_unbounded_is_still_counted() -> None:
     for i in range(4):
         publisher.down.on_next(i)
     assert [v.rule for v in found] == ["1.1"]
+
+    found.clear()
+    publisher = HandPublisher()
+    subscriber = RecordingSubscriber()
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    subscriber.request(UNBOUNDED - 2)
+    subscriber.request(1)  # UNBOUNDED - 1 in all: three elements leave 2**63 - 4 owed
+    for i in range(3):
+        publisher.down.on_next(i)
+    assert found == []
+    # counted down, not treated as unbounded (the checker's repr shows its count)
+    assert f"demand={UNBOUNDED - 4} " in repr(subscriber.subscription)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -308,6 +331,34 @@ def test_spec303_signals_nested_through_request_are_allowed() -> None:
     subscriber.request(1)
     assert subscriber.elements == [0, 1, 2, 3, 4, 5]
     assert found == []
+
+
+def test_spec103_a_signal_re_entered_inside_one_a_request_delivered_is_reported() -> None:
+    """§1.3: on_next(a) -> request -> on_next(b) is allowed, but the publisher re-entering
+    on_next(c) from inside on_next(b) (not through a request) overlaps b: a request in
+    progress lower on the stack allows only the signals it delivers itself."""
+    found: list[ProtocolViolation] = []
+
+    class Synchronous(Upstream):
+        def request(self, n: int) -> None:
+            super().request(n)
+            if len(self.requests) == 2:  # the request made from inside on_next("a")
+                publisher.down.on_next("b")
+
+    publisher = HandPublisher(Synchronous())
+    subscriber: RecordingSubscriber[str] = RecordingSubscriber(3)
+
+    def hook(x: str) -> None:
+        if x == "a":
+            subscriber.request(1)
+        elif x == "b":
+            publisher.down.on_next("c")  # an unserialized re-entry
+
+    subscriber.on_next_hook = hook
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    publisher.down.on_next("a")
+    assert [v.rule for v in found] == ["1.3"]
+    assert "from inside another signal" in str(found[0])
 
 
 def test_a_violation_callable_that_raises_leaves_the_checker_usable() -> None:
@@ -479,9 +530,7 @@ def test_spec109_subscribe_raising_is_reported(mode: str, caplog: pytest.LogCapt
         assert subscriber.error is violation
         subscriber.assert_no_violations()
     else:
-        with pytest.raises(RuntimeError) as info:  # passed on as it came
-            offend(mode, "1.9", caplog, lambda: wrapped.subscribe(subscriber))
-        assert info.value is boom
+        offend(mode, "1.9", caplog, lambda: wrapped.subscribe(subscriber), passes=RuntimeError)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -515,6 +564,83 @@ def test_spec309_on_next_ignoring_a_bad_request_is_reported(
     if mode == "raise":
         assert subscriber.elements == ["in flight"]
         assert_torn_down(publisher, subscriber, violation)
+
+
+def test_spec309_a_completion_inside_the_bad_request_is_reported() -> None:
+    """§3.9: a synchronous publisher answering request(0) with on_complete, inside the call,
+    is reported as well as one answering later."""
+    found: list[ProtocolViolation] = []
+
+    class CompletesOnBadRequest(Upstream):
+        def request(self, n: int) -> None:
+            super().request(n)
+            if n <= 0:
+                publisher.down.on_complete()
+
+    publisher = HandPublisher(CompletesOnBadRequest())
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(1)
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    subscriber.request(0)
+    assert [v.rule for v in found] == ["3.9"]
+
+
+def test_spec309_a_bad_request_racing_the_end_from_another_thread_is_not_reported() -> None:
+    """The publisher had completed (or was about to) on its thread when another thread made
+    request(0), which a terminated publisher ignores (§3.6): an on_complete from the
+    publisher's thread after it, and the demand another thread requested meanwhile, are
+    not a §3.9 violation; the checker cannot know which the publisher saw first."""
+    found: list[ProtocolViolation] = []
+    publisher = HandPublisher()
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber()
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    other = threading.Thread(target=subscriber.request, args=(0,))
+    other.start()
+    other.join(5)
+    subscriber.request(2)  # this thread's demand: it may have reached the publisher first
+    publisher.down.on_next(0)
+    publisher.down.on_next(1)
+    publisher.down.on_complete()
+    assert found == []
+    subscriber.request(0)  # on this thread, the program order is known: reported
+    assert found == []
+    publisher.down.on_complete()
+    assert [v.rule for v in found] == ["1.7"]  # the stream had ended already
+
+
+def test_spec213_a_subscriber_raising_inside_a_synchronous_request_is_named() -> None:
+    """A Subscriber whose on_next raises, under a publisher that emits inside request(),
+    makes request() raise: the checker names the Subscriber's fault (§2.13), not a
+    Subscription that raises (§3.16); and on_subscribe raising inside subscribe() is
+    §2.13 too, not a publisher whose subscribe raises (§1.9)."""
+    found: list[ProtocolViolation] = []
+
+    class Synchronous(Upstream):
+        def request(self, n: int) -> None:
+            super().request(n)
+            publisher.down.on_next("x")
+
+    publisher = HandPublisher(Synchronous())
+    subscriber: RecordingSubscriber[str] = RecordingSubscriber()
+
+    def fail(_: str) -> None:
+        raise ValueError("subscriber bug")
+
+    subscriber.on_next_hook = fail
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="subscriber bug"):
+        subscriber.request(1)
+    assert [v.rule for v in found] == ["2.13"]
+
+    class FailsOnSubscribe(RecordingSubscriber[Any]):
+        def on_subscribe(self, subscription: Subscription) -> None:
+            raise ValueError("on_subscribe bug")
+
+    found.clear()
+    with pytest.raises(ValueError, match="on_subscribe bug"):
+        checked(HandPublisher(), on_violation=found.append).subscribe(  # type: ignore[arg-type]
+            FailsOnSubscribe()
+        )
+    assert [v.rule for v in found] == ["2.13"]
 
 
 def test_spec309_on_error_answer_is_not_a_violation() -> None:
@@ -554,8 +680,8 @@ def test_spec213_none_element_is_reported_as_type_error(
         assert isinstance(violation, TypeError)
         assert_torn_down(publisher, subscriber, violation)
     else:
-        with pytest.raises(TypeError):  # passed on; the Subscriber raises (§2.13)
-            offend(mode, "2.13", caplog, lambda: publisher.down.on_next(None))
+        # passed on as it came; the Subscriber raises TypeError (§2.13)
+        offend(mode, "2.13", caplog, lambda: publisher.down.on_next(None), passes=TypeError)
 
 
 class RequestsOnComplete(RecordingSubscriber[Any]):
@@ -590,8 +716,7 @@ def test_spec316_request_raising_is_reported(mode: str, caplog: pytest.LogCaptur
         assert violation.__cause__ is boom
         assert_torn_down(publisher, subscriber, violation)
     else:
-        with pytest.raises(RuntimeError):
-            offend(mode, "3.16", caplog, lambda: subscriber.request(1))
+        offend(mode, "3.16", caplog, lambda: subscriber.request(1), passes=RuntimeError)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -602,8 +727,7 @@ def test_spec315_cancel_raising_is_reported(mode: str, caplog: pytest.LogCapture
         violation = offend(mode, "3.15", caplog, subscriber.cancel)
         assert subscriber.error is violation
     else:
-        with pytest.raises(RuntimeError):
-            offend(mode, "3.15", caplog, subscriber.cancel)
+        offend(mode, "3.15", caplog, subscriber.cancel, passes=RuntimeError)
 
 
 def test_raise_mode_reports_a_later_on_error_instead_of_losing_it(

@@ -120,7 +120,9 @@ class BaseSubscriber(Generic[T]):
         subscription.request(UNBOUNDED)
 
     def hook_on_next(self, element: T) -> None:
-        """Called for each element, never after cancel or a terminal signal."""
+        """Called for each element; never after a terminal signal, nor for an element that
+        arrives after cancel, except one already being delivered on another thread when
+        ``cancel()`` was called (§2.8 allows it; the check is not held under a lock)."""
 
     def hook_on_error(self, error: Exception) -> None:
         """Called once on failure, with the upstream already dropped (§2.3, §2.4)."""
