@@ -88,9 +88,9 @@ def _plot(results: list[Result], path: Path) -> None:
     ax.axvline(1.0, color="grey", linestyle=":")
     ax.set_xscale("log")
     ax.set_xlabel(
-        "times better than the baseline, same run: ours / baseline for a rate, baseline / "
-        "ours for a cost (memory); right of 1 is better; black tick = target; log scale",
-        fontsize=8,
+        "times better than the baseline, same run (rate: ours / baseline; cost: baseline / "
+        "ours)\nright of 1 is better; black tick = target; log scale",
+        fontsize=9,
     )
     ax.invert_yaxis()
     fig.tight_layout()
