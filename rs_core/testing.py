@@ -10,15 +10,22 @@ Reactor's StepVerifier.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 from rs_core._subscription import require_element, require_error, require_subscription
 from rs_core.api import Subscription
 
-__all__ = ["Incomparable", "RecordingSubscriber", "RecordingSubscription", "race"]
+__all__ = [
+    "CountedIterable",
+    "Incomparable",
+    "RecordingSubscriber",
+    "RecordingSubscription",
+    "race",
+]
 
 T = TypeVar("T")
 
@@ -41,6 +48,25 @@ class Incomparable:
 
     def __repr__(self) -> str:
         return f"Incomparable({self.value})"
+
+
+class CountedIterable:
+    """An iterable of ``0, 1, ...`` (``n`` of them, or without end) whose generators count
+    how far they were pulled (``pulled``) and set ``closed`` when they end or are closed:
+    a test sees a source pulled only as far as demand reaches, and closed on cancel."""
+
+    def __init__(self, n: int | None = None) -> None:
+        self.pulled = 0
+        self.closed = threading.Event()
+        self._n = n
+
+    def __iter__(self) -> Iterator[int]:
+        try:
+            for i in itertools.count() if self._n is None else range(self._n):
+                self.pulled += 1
+                yield i
+        finally:
+            self.closed.set()
 
 
 class RecordingSubscription:

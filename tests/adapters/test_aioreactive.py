@@ -18,7 +18,7 @@ from adapters.aioreactive import from_async_observable, to_async_observable
 from adapters.async_iterables import from_async_iterable, to_async_iterator
 from adapters.iterables import from_iterable
 from rs_core import UNBOUNDED, Subscriber, checked
-from rs_core.testing import RecordingSubscriber, RecordingSubscription
+from rs_core.testing import CountedIterable, RecordingSubscriber, RecordingSubscription
 
 # -- helpers ----------------------------------------------------------------------------------
 
@@ -590,16 +590,11 @@ class TestToAsyncObservable:
         async def aclose() -> None:
             calls.append("aclose")
 
-        closed = threading.Event()
-
-        def numbers() -> Iterator[int]:
-            try:
-                yield from range(100)
-            finally:
-                closed.set()
+        numbers = CountedIterable(100)
+        closed = numbers.closed
 
         disposables.append(
-            await to_async_observable(from_iterable(numbers())).subscribe_async(
+            await to_async_observable(from_iterable(numbers)).subscribe_async(
                 AsyncAnonymousObserver(asend, athrow, aclose)
             )
         )

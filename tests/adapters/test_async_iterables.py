@@ -20,7 +20,12 @@ import pytest
 from adapters.async_iterables import from_async_iterable, to_async_iterator
 from adapters.iterables import from_iterable
 from rs_core import UNBOUNDED, OverflowViolation, Subscriber, checked, publish_on
-from rs_core.testing import Incomparable, RecordingSubscriber, RecordingSubscription
+from rs_core.testing import (
+    CountedIterable,
+    Incomparable,
+    RecordingSubscriber,
+    RecordingSubscription,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "async_pipeline.py"
 
@@ -698,6 +703,43 @@ class TestToAsyncIterator:
             async for _ in to_async_iterator(RaisesAfter()):
                 pass
         assert pub.subscription.cancelled.is_set()
+
+    @pytest.mark.asyncio
+    async def test_aclose_ends_a_waiting_consumer_quietly_even_with_an_error_queued(
+        self,
+    ) -> None:
+        """An error that reached the queue but not yet the waiting consumer is dropped by
+        aclose() from another coroutine, as queued elements are (§3.13): the consumer stops,
+        it does not raise."""
+        pub = ManualPublisher()
+        it = to_async_iterator(pub)
+        consumer = asyncio.create_task(anext(it, "stopped"))
+        while not pub.subscribed.is_set():
+            await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the consumer is waiting for a signal
+        assert pub.subscriber is not None
+        pub.subscriber.on_error(RuntimeError("upstream failed"))  # wakes the consumer ...
+        await it.aclose()  # ... which runs only after this
+        assert await asyncio.wait_for(consumer, 5) == "stopped"
+        with pytest.raises(StopAsyncIteration):
+            await it.__anext__()
+
+    @pytest.mark.asyncio
+    async def test_aclose_between_two_queued_elements_stops_the_iteration(self) -> None:
+        """aclose() after one element of a batch already queued (a synchronous publisher
+        fills the window at once): the subscription is cancelled, the rest is dropped
+        (§3.13) and the next __anext__ raises StopAsyncIteration, nothing else."""
+        numbers = CountedIterable(100)
+        closed = numbers.closed
+
+        it = to_async_iterator(from_iterable(numbers), prefetch=8)
+        assert await anext(it) == 0
+        assert await anext(it) == 1
+        await it.aclose()
+        assert closed.is_set()  # cancelled (§3.12): the generator was closed
+        with pytest.raises(StopAsyncIteration):
+            await anext(it)
+        assert await anext(it, "stopped") == "stopped"
 
     @pytest.mark.asyncio
     async def test_signals_from_another_thread_in_debug_mode(self) -> None:

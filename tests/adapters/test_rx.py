@@ -36,7 +36,13 @@ from rs_core import (
     checked,
 )
 from rs_core._drain import DrainSubscription
-from rs_core.testing import Incomparable, RecordingSubscriber, RecordingSubscription, race
+from rs_core.testing import (
+    CountedIterable,
+    Incomparable,
+    RecordingSubscriber,
+    RecordingSubscription,
+    race,
+)
 
 STRATEGIES = ["block", "buffer", "drop", "latest", "error"]
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "rx_pipeline.py"
@@ -44,23 +50,6 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "rx_pipeli
 
 def _owned_threads() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if t.name == "rs-from-observable"}
-
-
-class _Counted:
-    """A generator wrapper counting how far it was pulled and whether it was closed."""
-
-    def __init__(self, n: int | None = None) -> None:
-        self.pulled = 0
-        self.closed = threading.Event()
-        self._n = n
-
-    def __iter__(self) -> Iterator[int]:
-        try:
-            for i in itertools.count() if self._n is None else range(self._n):
-                self.pulled += 1
-                yield i
-        finally:
-            self.closed.set()
 
 
 class _CountingPublisher:
@@ -121,7 +110,7 @@ class _CountingPublisher:
 )
 def test_block_paces_a_cold_source_by_demand(chain: Callable[[Any], Any]) -> None:
     """block: a cold source's generator is pulled at most demand + buffer_size (+1 waiting)."""
-    gen = _Counted()
+    gen = CountedIterable()
     sub: RecordingSubscriber[int] = RecordingSubscriber(10)
     from_observable(chain(reactivex.from_iterable(gen)), buffer_size=16).subscribe(sub)
     sub.await_count(10)
@@ -173,7 +162,7 @@ def test_block_with_a_hot_subject_makes_the_emitter_wait_for_room() -> None:
 def test_cancel_ends_the_owned_thread_and_closes_the_source() -> None:
     """Cancelling releases the waiting emitter; the owned thread ends; the generator closes."""
     before = _owned_threads()
-    gen = _Counted()
+    gen = CountedIterable()
     sub: RecordingSubscriber[int] = RecordingSubscriber(1)
     from_observable(reactivex.from_iterable(gen), buffer_size=4).subscribe(sub)
     sub.await_count(1)
@@ -355,7 +344,7 @@ class TestBlockLease:
         """block: with no demand the owned thread fills the buffer and waits (no lease);
         requests from this thread release it; once the buffer is empty and demand remains,
         the rest is delivered under a lease, in order, on the owned thread."""
-        gen = _Counted(100)
+        gen = CountedIterable(100)
         sub: RecordingSubscriber[int] = RecordingSubscriber(0)
         from_observable(reactivex.from_iterable(gen), buffer_size=4).subscribe(sub)
         sub.await_condition(lambda: gen.pulled == 5, what="the emitter to wait for room")
@@ -373,7 +362,7 @@ class TestBlockLease:
         """§3.9: request(0) from on_next under a lease: on_error(IllegalRequestError) right
         after that element; the generator is closed and the owned thread ends."""
         before = _owned_threads()
-        gen = _Counted()
+        gen = CountedIterable()
         sub: RecordingSubscriber[int] = RecordingSubscriber(100)
         sub.on_next_hook = lambda x: sub.request(0) if x == 5 else None
         from_observable(reactivex.from_iterable(gen)).subscribe(sub)
@@ -392,7 +381,7 @@ class TestBlockLease:
         ends), the error is logged naming §2.13, and the subscriber is signalled nothing more.
         (The logged traceback keeps the generator's frame alive, so it is not closed here.)"""
         before = _owned_threads()
-        gen = _Counted()
+        gen = CountedIterable()
         boom = RuntimeError("subscriber bug")
 
         def explode(x: int) -> None:
@@ -477,7 +466,7 @@ def _cancel_a_cold_lease_after(count: int) -> RecordingSubscriber[int]:
     ``count`` elements arrived: it stops (at most one element after cancel returned), the
     generator is closed and the owned thread ends."""
     before = _owned_threads()
-    gen = _Counted()
+    gen = CountedIterable()
     sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
     from_observable(reactivex.from_iterable(gen)).subscribe(sub)
     sub.await_count(count)
@@ -695,7 +684,7 @@ def test_buffer_overflow_error_names_the_bound_after_buffered_elements() -> None
 
 def test_buffer_overflow_stops_a_cold_synchronous_source() -> None:
     """buffer: overflow disposes a cold source on the caller's thread; it is not drained."""
-    gen = _Counted()
+    gen = CountedIterable()
     sub: RecordingSubscriber[int] = RecordingSubscriber(0)
     from_observable(reactivex.from_iterable(gen), overflow="buffer", buffer_size=8).subscribe(sub)
     assert gen.pulled == 9 and gen.closed.is_set() and not sub.is_terminated
@@ -951,7 +940,7 @@ def test_cancel_disposes_the_rx_subscription(strategy: str) -> None:
 
 def test_cancel_from_on_next_stops_a_cold_synchronous_source() -> None:
     """drop on a cold source: cancel from on_next disposes it (it runs no further)."""
-    gen = _Counted()
+    gen = CountedIterable()
     sub: RecordingSubscriber[int] = RecordingSubscriber(100)
     sub.on_next_hook = lambda x: sub.cancel() if x == 4 else None
     from_observable(reactivex.from_iterable(gen), overflow="drop").subscribe(sub)
@@ -1098,7 +1087,7 @@ def test_to_observable_subscribe_failure_reaches_rx_on_error() -> None:
 def test_to_observable_an_observer_raising_ends_with_on_error() -> None:
     """An observer whose on_next raises gets on_error with that error, as from Rx's own
     from_iterable, and the publisher is cancelled: nothing else reaches the observer."""
-    gen = _Counted()
+    gen = CountedIterable()
     seen: list[Any] = []
     errors: list[Exception] = []
 
@@ -1117,7 +1106,7 @@ def test_to_observable_an_observer_raising_ends_with_on_error() -> None:
 
 def test_to_observable_dispose_cancels() -> None:
     """dispose() cancels the publisher: a generator behind it is closed."""
-    gen = _Counted()
+    gen = CountedIterable()
     seen = threading.Event()
     with ThreadPoolExecutor(1) as pool:
         source = to_observable(from_iterable(gen, executor=pool), prefetch=4)
@@ -1144,7 +1133,7 @@ def test_to_observable_disposed_before_it_connects_never_subscribes() -> None:
 
 def test_to_observable_take_stops_an_infinite_synchronous_publisher() -> None:
     """ops.take(n) over an infinite synchronous publisher returns and closes it."""
-    gen = _Counted()
+    gen = CountedIterable()
     out: list[int] = []
     to_observable(from_iterable(gen), prefetch=8).pipe(ops.take(5)).subscribe(out.append)
     assert out == [0, 1, 2, 3, 4] and gen.closed.is_set() and gen.pulled <= 8
@@ -1281,7 +1270,7 @@ def test_rx_processor_progresses_when_one_input_expands_beyond_the_buffer() -> N
 
 def test_rx_processor_take_cancels_upstream_at_once() -> None:
     """A chain that ends by itself (take) cancels upstream, even before any subscriber."""
-    gen = _Counted()
+    gen = CountedIterable()
     stage = rx_processor(ops.take(3), buffer_size=8)
     from_iterable(gen).subscribe(stage)
     assert gen.closed.is_set()
@@ -1296,7 +1285,7 @@ def test_rx_processor_operator_error_follows_the_outputs_and_cancels_upstream() 
             raise ValueError("bad element")
         return x
 
-    gen = _Counted()
+    gen = CountedIterable()
     stage = rx_processor(ops.map(fragile), buffer_size=8)
     from_iterable(gen).subscribe(stage)
     assert gen.closed.is_set()
@@ -1323,7 +1312,7 @@ def test_rx_processor_passes_upstream_errors_after_the_outputs() -> None:
 
 def test_rx_processor_cancel_cancels_upstream() -> None:
     """Downstream cancel cancels upstream (its generator closes)."""
-    gen = _Counted()
+    gen = CountedIterable()
     stage = rx_processor(ops.map(lambda x: x), buffer_size=4)
     from_iterable(gen).subscribe(stage)
     sub: RecordingSubscriber[int] = RecordingSubscriber(2)
@@ -1428,7 +1417,7 @@ def test_rx_processor_refuses_an_operator_that_shifts_elements_in_time(shift: st
         "observe_on": ops.observe_on(NewThreadScheduler()),
         "inner timer": ops.flat_map(lambda x: reactivex.timer(0.01).pipe(ops.map(lambda _: x))),
     }[shift]
-    gen = _Counted(n)
+    gen = CountedIterable(n)
     stage = rx_processor(operator, buffer_size=16)
     sub: RecordingSubscriber[int] = RecordingSubscriber(4)
     stage.subscribe(sub)
@@ -1529,7 +1518,7 @@ def test_cancel_racing_hot_emission(strategy: str) -> None:
 
 def _race_cold_block_once() -> None:
     before = _owned_threads()
-    gen = _Counted()
+    gen = CountedIterable()
     sub: RecordingSubscriber[int] = RecordingSubscriber(0)
     from_observable(reactivex.from_iterable(gen), buffer_size=2).subscribe(sub)
     race(lambda: [sub.request(1) for _ in range(50)], sub.cancel)
@@ -1548,7 +1537,7 @@ def test_cancel_racing_a_cold_block_source() -> None:
 
 
 def _race_dispose_once(pool: ThreadPoolExecutor) -> None:
-    gen = _Counted()
+    gen = CountedIterable()
     seen = threading.Event()
     source = to_observable(from_iterable(gen, executor=pool), prefetch=4)
     disposable = source.subscribe(lambda _: seen.set())
@@ -1566,7 +1555,7 @@ def test_dispose_racing_emission_from_an_executor() -> None:
 
 
 def _race_processor_cancel_once(pool: ThreadPoolExecutor) -> None:
-    gen = _Counted()
+    gen = CountedIterable()
     stage = rx_processor(ops.flat_map(lambda x: reactivex.of(x, x)), buffer_size=8)
     from_iterable(gen, executor=pool).subscribe(stage)
     sub: RecordingSubscriber[int] = RecordingSubscriber(0, request_on_next=1)
@@ -1586,3 +1575,82 @@ def test_rx_processor_cancel_racing_upstream_from_another_thread() -> None:
     with ThreadPoolExecutor(2) as pool:
         for _ in range(100):
             _race_processor_cancel_once(pool)
+
+
+# -- found by a mutation audit ------------------------------------------------------------------
+
+
+def test_rx_processor_outputs_when_the_chain_is_subscribed_come_first() -> None:
+    """An operator that emits as the chain is subscribed (start_with) emits while the
+    processor is built, not outside an input's signals: its outputs are delivered, first."""
+    stage = rx_processor(ops.start_with(-2, -1), buffer_size=4)
+    from_iterable(range(3)).subscribe(stage)
+    assert list(to_iterator(stage)) == [-2, -1, 0, 1, 2]
+
+
+def test_rx_processor_a_fallback_for_an_upstream_error_is_delivered() -> None:
+    """catch emits its fallback inside upstream's on_error: within an input's signals, so
+    the fallback's outputs arrive after the ones before the error, then on_complete."""
+
+    def failing() -> Iterator[int]:
+        yield from range(3)
+        raise KeyError("upstream")
+
+    stage = rx_processor(ops.catch(reactivex.of(7, 8)), buffer_size=8)
+    from_iterable(failing()).subscribe(stage)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    stage.subscribe(sub)
+    assert sub.elements == [0, 1, 2, 7, 8]
+    assert sub.completed and sub.error is None
+    sub.assert_no_violations()
+
+
+@pytest.mark.parametrize("after", ["on_next", "on_complete"])
+def test_rx_processor_an_output_after_the_input_signal_returned_fails_the_stream(
+    after: str,
+) -> None:
+    """An inner Observable that emits after the input's on_next (or on_complete) returned,
+    on the very thread that signalled it, is outside the input's signals all the same: the
+    stream fails with the error naming the way out (upstream cancelled if it had not ended)."""
+
+    inner: Subject[int] = Subject()
+    stage = rx_processor(ops.flat_map(lambda _: inner), buffer_size=4)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(4)
+    stage.subscribe(sub)
+    upstream = RecordingSubscription()
+    stage.on_subscribe(upstream)
+    assert upstream.total == 1
+    stage.on_next(1)  # flat_map subscribes to inner: nothing is emitted yet
+    if after == "on_complete":
+        stage.on_complete()  # flat_map waits for inner to end
+    inner.on_next(10)  # later, on this thread, outside the input's signals
+    assert sub.elements == []
+    assert isinstance(sub.error, RuntimeError)
+    assert "emitted outside its input's signals" in str(sub.error)
+    assert upstream.cancelled.is_set() is (after == "on_next")
+
+
+def test_rx_processor_outputs_after_the_end_may_exceed_the_demand_by_buffer_size_only() -> None:
+    """Outputs emitted after the input ended inside the subscriber's own request (the drain
+    is up the stack: they wait in the buffer) may go beyond the demand there was by
+    buffer_size, no further: 30 were requested in all when concat's 100 came, so at most
+    16 + 30 of them are taken, then OverflowViolation."""
+    stage = rx_processor(ops.concat(reactivex.range(100, 200)), buffer_size=16)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+    stage.subscribe(sub)
+    from_iterable(range(20)).subscribe(stage)
+    sub.request(30)  # the input ends, and concat emits 100, inside this call
+    assert sub.elements == list(range(20)) + list(range(100, 110))
+    sub.request(1000)
+    assert isinstance(sub.error, OverflowViolation)
+    after_end = len(sub.elements) - 20
+    assert sub.elements == list(range(20)) + list(range(100, 100 + after_end))
+    assert after_end <= 16 + 30
+
+
+def test_to_observable_refuses_a_bad_prefetch_at_the_call() -> None:
+    """A prefetch that is not a positive int is a ValueError when to_observable is called,
+    not an error at subscribe time."""
+    for bad in (0, -1):
+        with pytest.raises(ValueError):
+            to_observable(from_iterable([1]), prefetch=bad)

@@ -10,6 +10,7 @@ import socket
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -392,6 +393,68 @@ def test_cancel_on_spark_connect_interrupts_the_operation(connect: Any) -> None:
     assert connect.interruptTag(tag) == []  # nothing with the tag is left running
     subscriber.expect_no_signals(0.2)
     assert not subscriber.is_terminated
+
+
+def test_a_row_a_read_in_progress_gets_after_the_cancel_is_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """cancel() breaks a read in progress, which may still return a row (it arrived as the
+    cancel landed): that row is not delivered, nothing is signalled after the cancel."""
+    reading = threading.Event()
+
+    class RowAsCancelLands(_partitions.Reader):  # stands for a reader whose read is blocked
+        def __init__(self) -> None:
+            super().__init__(("row-after-cancel",))
+            self.broken = threading.Event()
+
+        def open(self) -> Iterator[Any]:
+            def rows() -> Iterator[Any]:
+                reading.set()
+                self.broken.wait(10)  # the read in progress, until cancel breaks it ...
+                yield "a row"  # ... and still gets a row
+
+            return rows()
+
+        def _break_read(self) -> None:
+            self.broken.set()
+
+        def _cancel_tag(self) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr("spark.dataframe.make_reader", lambda *args, **kwargs: RowAsCancelLands())
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber()
+    from_dataframe(object()).subscribe(subscriber)  # type: ignore[call-overload]
+    subscriber.await_subscribed()
+    subscriber.request(1)
+    assert reading.wait(10)
+    subscriber.cancel()
+    wait_until(
+        lambda: not any(t.name.startswith("row-after-cancel") for t in threading.enumerate()),
+        10,
+        "the owned thread to end",
+    )
+    subscriber.expect_no_signals(0.05)
+    assert subscriber.elements == [] and not subscriber.is_terminated
+
+
+def _cancel_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.endswith("-cancel")}
+
+
+def test_a_cancel_after_on_error_on_connect_leaves_no_thread_behind(connect: Any) -> None:
+    """A Connect read that fails before its first row ends in on_error; a cancel after that
+    (a no-op for the stream, §3.6) must leave no cancel thread running on."""
+    df = connect.range(0, 10, 1, 2).selectExpr("raise_error('boom') AS x")
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(UNBOUNDED)
+    from_dataframe(df).subscribe(subscriber)
+    subscriber.await_terminal(120)
+    assert subscriber.error is not None
+    before = _cancel_threads()
+    subscriber.cancel()
+    wait_until(lambda: not (_cancel_threads() - before), 10, "the cancel thread to end")
 
 
 # -- failures --------------------------------------------------------------------------------

@@ -857,3 +857,127 @@ def test_broken_processor_fails_the_named_rule(
     """The broken processor fails the test of its rule, naming it; the reference passes."""
     _fails(getattr(broken(), test), rule)
     getattr(reference(), test)()
+
+
+# -- found by a mutation audit: rules broken where only the problems list shows them -------------
+
+
+class SwallowingPublisher(BrokenPublisher):
+    """A BrokenPublisher that catches whatever on_subscribe raises (it would log it), so
+    a TCK failure raised inside on_subscribe never reaches the test that subscribed."""
+
+    def subscribe(self, subscriber: Subscriber[int] | None) -> None:
+        try:
+            super().subscribe(subscriber)
+        except Exception:
+            pass
+
+
+def test_a_request_raising_inside_a_swallowed_on_subscribe_still_names_3_16() -> None:
+    """request() raising inside on_subscribe fails naming §3.16 even when the publisher
+    swallows what on_subscribe raised: the failure was kept, and the test finds it."""
+    verification = _publisher_verification(
+        lambda n: SwallowingPublisher(n, "raise_in_on_subscribe")
+    )
+    _fails(
+        verification.test_required_spec302_must_allow_synchronous_request_calls_from_on_next_and_on_subscribe,
+        "§3.16",
+    )
+
+
+class ResubscribesBeforeCompletingPublisher:
+    """Sends its n elements from a thread of its own once requested; once the test has taken
+    them, signals on_subscribe a second time (§1.9 broken: recorded as a problem, no element,
+    no terminal signal), then on_complete."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def subscribe(self, subscriber: Any) -> None:
+        n = self.n
+
+        class Once:
+            started = False
+
+            def request(self, k: int) -> None:
+                if self.started:
+                    return
+                self.started = True
+                threading.Thread(target=run, daemon=True).start()
+
+            def cancel(self) -> None:
+                pass
+
+        def run() -> None:
+            for i in range(1, n + 1):
+                subscriber.on_next(i)
+            taken = threading.Event()
+            while not taken.wait(0.001):  # until the test took the elements (next_elements)
+                if not subscriber.received:
+                    taken.set()
+            subscriber.on_subscribe(Once())
+            subscriber.on_complete()
+
+        subscriber.on_subscribe(Once())
+
+
+def test_a_rule_broken_before_on_complete_fails_the_test_that_expected_completion() -> None:
+    """A rule broken after the last element taken and before on_complete (a second
+    on_subscribe) fails the test waiting for on_complete, naming that rule, though no later
+    check follows expect_completion there."""
+    verification = _publisher_verification(ResubscribesBeforeCompletingPublisher)
+    _fails(
+        verification.test_required_spec102_may_signal_less_than_requested_and_terminate_subscription,
+        "§1.9",
+    )
+
+
+class ResubscribesOnCancelPublisher:
+    """Sends its elements as requested; cancel signals on_subscribe a second time (§1.9
+    broken: a rule broken around the cancel, with no on_error)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def subscribe(self, subscriber: Any) -> None:
+        n = self.n
+
+        class Sub:
+            def __init__(self) -> None:
+                self.sent = 0
+                self.cancelled = False
+
+            def request(self, k: int) -> None:
+                while k > 0 and self.sent < n and not self.cancelled:
+                    self.sent += 1
+                    k -= 1
+                    subscriber.on_next(self.sent)
+
+            def cancel(self) -> None:
+                if not self.cancelled:
+                    self.cancelled = True
+                    subscriber.on_subscribe(Sub())
+
+        subscriber.on_subscribe(Sub())
+
+
+def test_a_rule_broken_on_cancel_fails_3_13() -> None:
+    """The 3.13 test fails on a rule the publisher broke around the cancel, not only on an
+    on_error (the JVM's verifyNoAsyncErrorsNoDelay), though the subscriber is collected."""
+    verification = _publisher_verification(ResubscribesOnCancelPublisher)
+    _fails(
+        verification.test_required_spec313_cancel_must_make_the_publisher_eventually_drop_all_references_to_the_subscriber,
+        "§1.9",
+    )
+
+
+def test_a_request_raising_inside_on_subscribe_names_3_16_in_the_sequential_test() -> None:
+    """The 1.3 test's subscriber requests from on_subscribe too: a raise there names §3.16,
+    as in 3.2 (a PUBLISHER_CASES entry: _broken("raise_in_on_subscribe") on
+    test_stochastic_spec103_must_signal_on_methods_sequentially, "§3.16")."""
+    _fails(
+        _broken(
+            "raise_in_on_subscribe"
+        ).test_stochastic_spec103_must_signal_on_methods_sequentially,
+        "§3.16",
+    )
