@@ -896,7 +896,7 @@ class _ProcessorSource(_BufferSource[R]):
         self.produced += 1
         if self._done:
             return
-        if processor._feeding != get_ident():  # outside on_next/on_complete/on_error
+        if processor._feeding != get_ident():  # outside the input's signals: §1.1 unkeepable
             processor._chain_ended(
                 RuntimeError(
                     "rx_processor: the operator chain emitted outside its input's signals "

@@ -241,7 +241,7 @@ class Reader:
             cancel_later(self._cancel_tag)
 
     def _cancel_while_opening(self) -> None:
-        while True:
+        while True:  # §3.12: what starts after a cancel call must stop too
             _run(self._cancel_tag, ())
             with self._lock:
                 if not self._opening:
