@@ -601,7 +601,7 @@ class _ObserverSubscriber(Generic[T]):
             self._observer.on_next(element)
         except Exception as exc:
             assert self._subscription is not None  # on_next comes after on_subscribe (§1.9)
-            self._subscription.cancel()
+            self._subscription.cancel()  # §3.12: nothing more reaches the observer
             self._observer.on_error(exc)
 
     def on_error(self, error: Exception) -> None:

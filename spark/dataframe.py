@@ -94,7 +94,7 @@ class _DataFrameSource(Source[Any]):
             if reader.interrupted:  # the cancel broke the read: stay silent (§1.8)
                 return EMPTY
             raise  # §1.4: Spark's error becomes on_error
-        if reader.interrupted:
+        if reader.interrupted:  # §3.12
             # What a read returns once cancel came (the end of the broken iterator, or an
             # element a read in progress still got) is not delivered: nothing is signalled
             # after the cancel. The drain may poll again before it sees the cancel (demand it

@@ -716,7 +716,7 @@ class TestToAsyncIterator:
         consumer = asyncio.create_task(anext(it, "stopped"))
         while not pub.subscribed.is_set():
             await asyncio.sleep(0)
-        await asyncio.sleep(0)  # the consumer is waiting for a signal
+        assert it.__aiter__().ag_await is not None  # the consumer waits for a signal
         assert pub.subscriber is not None
         pub.subscriber.on_error(RuntimeError("upstream failed"))  # wakes the consumer ...
         await it.aclose()  # ... which runs only after this
@@ -852,6 +852,26 @@ class TestToAsyncIterator:
                 break
         assert pub.subscription.cancelled.is_set()
         await feeder
+
+    @pytest.mark.asyncio
+    async def test_dropping_the_iterator_cancels_at_once(self) -> None:
+        """Dropped without aclose, the iterator cancels when its last reference goes, not at
+        a collector pass or a later loop iteration (§3.13): subscribed by async with's enter
+        alone (never iterated), and after an element was taken (its generator started)."""
+        never_iterated = ManualPublisher()
+        it = to_async_iterator(never_iterated)
+        await it.__aenter__()
+        del it
+        assert never_iterated.subscription.cancelled.is_set()
+
+        started = ManualPublisher()
+        it = to_async_iterator(started)
+        await it.__aenter__()
+        assert started.subscriber is not None
+        started.subscriber.on_next(1)
+        assert await anext(it) == 1
+        del it
+        assert started.subscription.cancelled.is_set()
 
     @pytest.mark.asyncio
     async def test_break_cancels_generator_upstream(self) -> None:
