@@ -84,6 +84,9 @@ class Source(Generic[T]):
     """True when ``values()`` iterates elements already in memory (a list, a range): pulling
     never blocks, so the drain may copy a chunk of them into a fused sink at once (C speed)
     before its consumer sees any, without holding back an element that is slow to come."""
+    plain: bool = False
+    """True when ``values()`` yields elements only, never ``EMPTY`` (a source that returns a
+    plain iterator): the drain's loop then skips that check for each element."""
 
     def consumed(self, n: int) -> None:
         """A fused source's ``n`` elements were delivered (only called when ``queue`` is set)."""
@@ -653,6 +656,8 @@ class DrainSubscription(Generic[T]):
         values = source.values()
         if limit != UNBOUNDED:
             values = islice(values, limit)
+        if filled is None and source.plain:
+            return self._emit_plain(subscriber, source, values, limit)
         try:
             for value in values:
                 if value is EMPTY:
@@ -675,6 +680,35 @@ class DrainSubscription(Generic[T]):
             self._terminate(subscriber, source, exc)
             return -1
         if emitted != limit:  # the loop ended on END (§1.5)
+            self._terminate(subscriber, source, None)
+            return -1
+        return emitted
+
+    def _emit_plain(
+        self, subscriber: Subscriber[T], source: Source[T], values: Iterator[Any], limit: int
+    ) -> int:
+        """``_emit_polled``'s loop for its commonest case, a plain iterator to ``on_next``:
+        no ``EMPTY`` to look for, no fused sink to wake; -1 once terminated."""
+        emitted = 0
+        on_next = subscriber.on_next
+        try:
+            for value in values:
+                if value is None:
+                    self._terminate(subscriber, source, TypeError("§2.13: a source produced None"))
+                    return -1
+                try:
+                    on_next(value)
+                except Exception as exc:  # §2.13: the subscriber counts as cancelled
+                    self._subscriber_failed(source, exc)
+                    return -1
+                emitted += 1
+                if self._cancelled:  # cancel() from on_next or another thread (§3.12)
+                    self._stop_cancelled(source)
+                    return -1
+        except Exception as exc:  # §1.4: a failing source becomes on_error
+            self._terminate(subscriber, source, exc)
+            return -1
+        if emitted != limit:  # the iterator ended (§1.5)
             self._terminate(subscriber, source, None)
             return -1
         return emitted

@@ -45,6 +45,8 @@ class _IteratorSource(Source[T]):
 
     __slots__ = ("_iterator", "in_memory", "poll")
 
+    plain = True  # values() is the iterator itself: it never yields EMPTY
+
     def __init__(self, iterator: Iterator[T]) -> None:
         self._iterator: Iterator[T] | None = iterator
         self.in_memory = type(iterator) in _IN_MEMORY  # by what iterates, not what was given
