@@ -67,6 +67,21 @@ class PullSource(DrainSource[T]):
             self.closes += 1
 
 
+class PlainPullSource(PullSource[T]):
+    """A ``PullSource`` whose ``values()`` is an iterator of elements only (``plain``), as
+    ``from_iterable``'s: the drain runs its loop without the ``EMPTY`` check."""
+
+    plain = True
+
+    def values(self) -> Iterator[T]:
+        return map(self._pulled, self.items)
+
+    def _pulled(self, element: T) -> T:
+        self.polls += 1
+        self.poll_threads.add(threading.get_ident())
+        return element
+
+
 class PushSource(DrainSource[T]):
     """A queue filled from outside; wakes the drain on every push and at the end."""
 
@@ -359,9 +374,10 @@ def test_spec307_cancel_is_idempotent_and_closes_once() -> None:
     assert not sub.is_terminated
 
 
-def test_spec312_cancel_from_on_next_stops_at_once() -> None:
+@pytest.mark.parametrize("kind", [PullSource, PlainPullSource])
+def test_spec312_cancel_from_on_next_stops_at_once(kind: type[PullSource[int]]) -> None:
     """§3.12: cancel() from inside on_next: no further on_next, the source is closed."""
-    source = PullSource(itertools.count())
+    source = kind(itertools.count())
     sub: RecordingSubscriber[int] = RecordingSubscriber()
     sub.on_next_hook = lambda element: sub.cancel() if element == 2 else None
     start(source, sub)
@@ -446,7 +462,10 @@ def test_spec313_references_dropped(how: str) -> None:
 # -- §2.13 ----------------------------------------------------------------------------------------
 
 
-def test_spec213_raising_on_next_cancels_closes_and_logs(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("kind", [PullSource, PlainPullSource])
+def test_spec213_raising_on_next_cancels_closes_and_logs(
+    kind: type[PullSource[int]], caplog: pytest.LogCaptureFixture
+) -> None:
     """§2.13: a subscriber raising in on_next counts as cancelled: the source is closed, nothing
     more is signalled, and the error is logged to "rs_core" naming §2.13."""
     boom = RuntimeError("subscriber bug")
@@ -455,7 +474,7 @@ def test_spec213_raising_on_next_cancels_closes_and_logs(caplog: pytest.LogCaptu
         if element == 1:
             raise boom
 
-    source = PullSource(itertools.count())
+    source = kind(itertools.count())
     sub: RecordingSubscriber[int] = RecordingSubscriber()
     sub.on_next_hook = explode
     drain, _ = start(source, sub)
