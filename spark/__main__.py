@@ -5,54 +5,163 @@ A DataFrame of synthetic events is streamed with ``from_dataframe`` through ``rx
 coroutine that sleeps after every window. A progress bar follows the consumer; the summary
 shows rows, seconds, rows/s, the most rows in flight against the bound the stages promise
 (the proof that backpressure held) and the Spark jobs run. Exit status: 0 when the bound
-held, 1 when it did not, 2 when Spark could not start.
+held, 1 when it did not, 2 on a bad flag or when Spark could not start, 130 on Ctrl-C (the
+read is cancelled, and Spark stopped, before the exit).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import re
+import signal
 import socket
 import sys
-from typing import Any
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Final
 from urllib.parse import urlparse
 
 from spark.local import SparkStartError, java_problem, local_session
+
+_INTERRUPTED: Final = 130  # the shell's status for a process ended by Ctrl-C (128 + SIGINT)
+_MASTER: Final = re.compile(
+    r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]"
+    r"|yarn|(spark|k8s|mesos)://.+"
+)
+_MASTER_FORMS: Final = "local, local[N] (N >= 1), local[*], spark://host:port, yarn or k8s://..."
+_HTTP2_PREFACE: Final = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(3) + b"\x04" + bytes(5)
+"""The client preface of HTTP/2 (which gRPC, and so Spark Connect, speaks), then an empty
+SETTINGS frame: a server of HTTP/2 answers with a SETTINGS frame of its own (type 4)."""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _delay(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def _master(text: str) -> str:
+    if not _MASTER.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Spark master URL: use {_MASTER_FORMS}")
+    return text
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m spark", description=__doc__.split("\n\n")[0] if __doc__ else None
     )
-    parser.add_argument("--rows", type=int, default=2_000_000, help="events (default 2M)")
+    parser.add_argument("--rows", type=_positive_int, default=2_000_000, help="events (default 2M)")
     parser.add_argument(
         "--mode", choices=("rows", "arrow"), default="rows", help="from_dataframe mode"
     )
     target = parser.add_mutually_exclusive_group()
     target.add_argument(
-        "--master", default="local[2]", help="Spark master URL (default local[2], embedded)"
+        "--master",
+        type=_master,
+        default="local[2]",
+        help="Spark master URL (default local[2], embedded)",
     )
     target.add_argument("--remote", metavar="sc://host:port", help="a Spark Connect server")
     parser.add_argument(
-        "--delay", type=float, default=0.02, help="consumer seconds per window (default 0.02)"
+        "--delay", type=_delay, default=0.02, help="consumer seconds per window (default 0.02)"
     )
-    parser.add_argument("--partitions", type=int, default=8, help="DataFrame partitions")
+    parser.add_argument(
+        "--partitions", type=_positive_int, default=8, help="DataFrame partitions (default 8)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
 
 def _check_reachable(url: str) -> None:
-    """Fail fast on an unreachable server (the Connect client would retry for minutes)."""
-    parsed = urlparse(url)
-    if parsed.scheme != "sc" or not parsed.hostname:
-        raise SparkStartError(f"--remote needs an address like sc://host:15002, got {url!r}")
-    port = parsed.port or 15002
+    """Fail fast on a Connect address that cannot work: the client would retry for minutes,
+    silently, on a closed port or on a server that does not speak gRPC."""
     try:
-        socket.create_connection((parsed.hostname, port), timeout=10).close()
+        parsed = urlparse(url)
+        port = parsed.port or 15002
+    except ValueError as exc:  # "sc://host:99999", "sc://[::1"
+        raise SparkStartError(f"--remote {url!r}: {exc}") from exc
+    host = parsed.hostname
+    if parsed.scheme != "sc" or not host:
+        raise SparkStartError(f"--remote needs an address like sc://host:15002, got {url!r}")
+    try:
+        with socket.create_connection((host, port), timeout=10) as connection:
+            if "use_ssl=true" in url.lower():
+                return  # TLS first: the client's own handshake will tell
+            connection.sendall(_HTTP2_PREFACE)
+            answer = connection.recv(9)
+    except TimeoutError:
+        answer = b""
     except OSError as exc:
         raise SparkStartError(
-            f"cannot reach the Spark Connect server at {parsed.hostname}:{port} ({exc}); "
+            f"cannot reach the Spark Connect server at {host}:{port} ({exc}); "
             "start one with $SPARK_HOME/sbin/start-connect-server.sh"
         ) from exc
+    if len(answer) < 4 or answer[3] != 4:  # no SETTINGS frame: not HTTP/2, so not gRPC
+        raise SparkStartError(
+            f"{host}:{port} does not answer as a Spark Connect server (gRPC over HTTP/2); "
+            "check the port (the Connect default is 15002)"
+        )
+
+
+def _check_master(master: str) -> None:
+    """Fail fast on a standalone master nobody listens at (Spark retries for a minute)."""
+    if not master.startswith("spark://"):
+        return
+    problems = []
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host or address, int(port or 7077)), timeout=10).close()
+            return
+        except (OSError, ValueError) as exc:
+            problems.append(f"{address}: {exc}")
+    raise SparkStartError(f"cannot reach the Spark master {master} ({'; '.join(problems)})")
+
+
+@contextmanager
+def _interrupt_deferred() -> Iterator[list[bool]]:
+    """Hold a Ctrl-C back while the JVM starts: pyspark starts it with Ctrl-C ignored, and a
+    KeyboardInterrupt before the session exists would leave it running with nobody to stop
+    it. The first Ctrl-C is kept (the caller stops Spark once started); a second quits now."""
+    pressed: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield pressed  # signals reach the main thread only: nothing to hold back
+        return
+
+    def hold(signum: int, frame: Any) -> None:
+        if pressed:
+            raise KeyboardInterrupt
+        pressed.append(True)
+        print(
+            "\nCtrl-C: stopping as soon as Spark has started "
+            "(Ctrl-C again quits now, and may leave Spark's JVM running)",
+            file=sys.stderr,
+        )
+
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield pressed
+    finally:
+        # Not pyspark's handler: it calls into the JVM from inside whatever call to it the
+        # main thread was making. A plain KeyboardInterrupt lets asyncio.run cancel the
+        # consumer, which cancels the read (and its Spark jobs) through the subscriptions.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _session(args: argparse.Namespace) -> Any:
@@ -71,14 +180,30 @@ def _session(args: argparse.Namespace) -> Any:
     problem = java_problem()
     if problem is not None:
         raise SparkStartError(problem)
-    return local_session(args.master, app_name="reactive-streams-main-job")
+    _check_master(args.master)
+    with _interrupt_deferred() as pressed:
+        session = local_session(args.master, app_name="reactive-streams-main-job")
+    if pressed:
+        session.stop()
+        raise KeyboardInterrupt
+    _quiet_serving_abort(session)
+    return session
+
+
+def _quiet_serving_abort(session: Any) -> None:
+    """A Ctrl-C cancels the read in the middle of a partition, and the JVM's partition server
+    then logs ``ERROR Utils: Aborting task`` with a stack (docs/spark.md, "Cancel"): expected
+    here, so this job's own session keeps that logger for fatal errors."""
+    try:
+        jvm = session.sparkContext._jvm
+        log4j = jvm.org.apache.logging.log4j
+        log4j.core.config.Configurator.setLevel("org.apache.spark.util.Utils", log4j.Level.FATAL)
+    except Exception:  # another logging back end: the stack shows, nothing else changes
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.rows <= 0 or args.partitions <= 0 or args.delay < 0:
-        print("--rows and --partitions must be positive, --delay not negative", file=sys.stderr)
-        return 2
+    args = _parser().parse_args(argv)  # a bad flag: exit 2, naming it
     try:
         from spark.pipeline import Config, Meter, Window, run
     except ImportError as exc:
@@ -89,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     except SparkStartError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted while Spark was starting", file=sys.stderr)
+        return _INTERRUPTED
 
     config = Config(
         rows=args.rows, mode=args.mode, partitions=args.partitions, consumer_delay=args.delay
@@ -110,19 +238,30 @@ def main(argv: list[str] | None = None) -> int:
             bar = tqdm(
                 total=config.rows, unit="row", unit_scale=True, desc="rows done", file=sys.stderr
             )
-    done = 0
+    done = 0  # rows the consumer finished, as of its last window
 
     def on_window(window: Window, meter: Meter) -> None:
         nonlocal done
+        finished = meter.finished
         if bar is not None:
-            finished = meter.finished
             bar.update(finished - done)
-            done = finished
             # refresh=False: the bar's own rate limit decides when to redraw
             bar.set_postfix(in_flight=meter.emitted - finished, window=window.window, refresh=False)
+        done = finished
 
     try:
         summary = run(spark, config, on_window=on_window)
+    except KeyboardInterrupt:
+        if bar is not None:
+            bar.close()
+        from spark._partitions import join_reads
+
+        join_reads(timeout=5.0)  # the cancel is under way: let the read release Spark
+        print(
+            f"interrupted after {done:,} rows: the read was cancelled, its Spark jobs stopped",
+            file=sys.stderr,
+        )
+        return _INTERRUPTED
     except Exception as exc:
         if bar is not None:
             bar.close()
@@ -134,19 +273,29 @@ def main(argv: list[str] | None = None) -> int:
     if bar is not None:
         bar.update(config.rows - done)
         bar.close()
+    print("\n".join(summary_lines(summary, config)))
+    return 0 if summary.max_in_flight <= summary.bound else 1
 
+
+def summary_lines(summary: Any, config: Any) -> list[str]:
+    """The summary a run prints: a :class:`spark.pipeline.Summary` and its ``Config``."""
     held = summary.max_in_flight <= summary.bound
     totals = summary.totals
-    jobs = "n/a (Spark Connect)" if summary.spark_jobs is None else f"{summary.spark_jobs}"
-    paced = (
-        f" (paced by the consumer: it sleeps {config.consumer_delay:g} s a window)"
-        if config.consumer_delay
-        else ""
-    )
-    lines = [
+    if summary.spark_jobs is None:
+        jobs = "n/a (Spark Connect)"
+    elif summary.spark_jobs_capped:
+        jobs = f"at least {summary.spark_jobs} (Spark keeps the last spark.ui.retainedJobs)"
+    else:
+        jobs = f"{summary.spark_jobs}"
+    slept = summary.windows * config.consumer_delay
+    pace = ""
+    if slept:
+        pace = f" (the consumer slept {slept:.1f} of {summary.seconds:.1f} s"
+        pace += ": it sets the pace)" if slept >= summary.seconds / 2 else ")"
+    return [
         f"rows          {summary.rows:,}",
         f"seconds       {summary.seconds:.1f}",
-        f"rows/s        {summary.rows_per_second:,.0f}{paced}",
+        f"rows/s        {summary.rows_per_second:,.0f}{pace}",
         f"windows       {summary.windows} ({totals.events:,} events kept, {totals.buys:,} buys, "
         f"revenue {totals.revenue:,.2f})",
         f"in flight     max {summary.max_in_flight:,} rows, bound {summary.bound:,} rows "
@@ -156,8 +305,6 @@ def main(argv: list[str] | None = None) -> int:
         f"({'rows' if config.mode == 'rows' else 'batches'}; rx buffer {config.rx_buffer})",
         f"spark jobs    {jobs}",
     ]
-    print("\n".join(lines))
-    return 0 if held else 1
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import queue
+import re
 import socket
 import threading
 import time
@@ -64,6 +65,19 @@ _RECANCEL_EVERY: Final = 0.05
 _cancels: queue.SimpleQueue[tuple[Callable[..., object], tuple[Any, ...]]] = queue.SimpleQueue()
 _canceller: threading.Thread | None = None
 _canceller_lock = threading.Lock()
+
+
+def join_reads(timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for the threads of this process's reads (each named
+    after its tag) to end; True if none is left. For a process about to exit after a cancel:
+    a read still blocked in Spark when the interpreter shuts down leaves its iterators to be
+    collected after pyspark's own threads have gone (Connect then prints a traceback)."""
+    deadline = time.monotonic() + timeout
+    owned = re.compile(re.escape(_TAG_PREFIX) + r"[0-9a-f]{12}_\d+")
+    for thread in threading.enumerate():
+        if owned.fullmatch(thread.name):
+            thread.join(max(0.0, deadline - time.monotonic()))
+    return not any(owned.fullmatch(t.name) for t in threading.enumerate())
 
 
 def new_tag() -> str:

@@ -403,6 +403,9 @@ class Summary:
     max_outstanding_demand: int
     spark_jobs: int | None
     totals: Window
+    spark_jobs_capped: bool = False
+    """True when Spark's status tracker had let go of some of this run's jobs (it keeps the
+    last ``spark.ui.retainedJobs``): ``spark_jobs`` is then a lower bound."""
 
     @property
     def rows_per_second(self) -> float:
@@ -446,6 +449,7 @@ def run(
         asyncio.run(_consume(boundary, config, meter, windows, on_window))
     seconds = time.perf_counter() - start
     jobs_after = _jobs(spark, config.job_tag)
+    jobs, capped = _new_jobs(spark, jobs_before, jobs_after)
     return Summary(
         rows=meter.emitted,
         windows=len(windows),
@@ -453,8 +457,9 @@ def run(
         max_in_flight=meter.max_in_flight,
         bound=config.bound_rows(),
         max_outstanding_demand=meter.max_outstanding,
-        spark_jobs=None if jobs_before is None or jobs_after is None else jobs_after - jobs_before,
+        spark_jobs=jobs,
         totals=_total(windows),
+        spark_jobs_capped=capped,
     )
 
 
@@ -485,15 +490,33 @@ def _num_rows(batch: Any) -> int:
     return int(batch.num_rows)
 
 
-def _jobs(spark: Any, tag: str) -> int | None:
+def _jobs(spark: Any, tag: str) -> list[int] | None:
+    """The ids of the jobs Spark still tracks under ``tag``; None on Spark Connect."""
     from spark._partitions import is_connect
 
     if is_connect(spark):
         return None  # the Connect client cannot see the server's job list
     try:
-        return len(spark.sparkContext._jsc.sc().statusTracker().getJobIdsForTag(tag))
+        return [int(j) for j in spark.sparkContext._jsc.sc().statusTracker().getJobIdsForTag(tag)]
     except Exception:
         return None
+
+
+def _new_jobs(
+    spark: Any, before: list[int] | None, after: list[int] | None
+) -> tuple[int | None, bool]:
+    """How many jobs ran between ``before`` and ``after``, and whether that is a lower bound:
+    the tracker keeps the last ``spark.ui.retainedJobs`` jobs (ids only grow), and once over
+    that drops the oldest tenth, so a list that long may have lost some of this run's."""
+    if before is None or after is None:
+        return None, False
+    last = max(before, default=-1)
+    new = [j for j in after if j > last]
+    try:
+        retained = int(spark.conf.get("spark.ui.retainedJobs", "1000"))
+    except Exception:
+        retained = 1000
+    return len(new), len(after) >= retained - retained // 10
 
 
 def _total(windows: Iterable[Window]) -> Window:

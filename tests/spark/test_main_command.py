@@ -1,0 +1,263 @@
+"""``python -m spark``: bad flags and unusable servers are refused at once, naming what is
+wrong; Ctrl-C stops Spark (before or during the run) and leaves no JVM behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+from spark_helpers import ROOT  # noqa: E402
+
+from spark.__main__ import main, summary_lines  # noqa: E402
+from spark.pipeline import Config, Summary, Window, _new_jobs  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--rows", "0"], "--rows: must be a positive integer, got '0'"),
+        (["--rows", "abc"], "--rows: must be a positive integer, got 'abc'"),
+        (["--partitions", "-1"], "--partitions: must be a positive integer, got '-1'"),
+        (["--delay", "-1"], "--delay: must be a number of seconds >= 0, got '-1'"),
+        (["--delay", "nan"], "--delay: must be a number of seconds >= 0, got 'nan'"),
+        (["--delay", "inf"], "--delay: must be a number of seconds >= 0, got 'inf'"),
+        (["--master", "local[0]"], "--master: 'local[0]' is not a Spark master URL"),
+        (["--master", "garbage"], "--master: 'garbage' is not a Spark master URL"),
+    ],
+)
+def test_a_bad_flag_exits_2_naming_it(
+    flags: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(flags)
+    assert exited.value.code == 2
+    assert named in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("sc://127.0.0.1:99999", "--remote 'sc://127.0.0.1:99999': Port out of range"),
+        ("sc://[::1", "--remote 'sc://[::1': Invalid IPv6 URL"),
+        ("http://127.0.0.1:15002", "--remote needs an address like sc://host:15002"),
+    ],
+)
+def test_a_malformed_remote_address_exits_2_naming_it(
+    url: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--remote", url]) == 2
+    assert said in capsys.readouterr().err
+
+
+@pytest.fixture
+def http1_server() -> Iterator[int]:
+    """A server that answers like a web server, as a wrong port (the Spark UI's) would."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            with connection:
+                connection.recv(1024)
+                connection.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    stop.set()
+    listener.close()
+    thread.join(5)
+
+
+def test_a_remote_that_is_not_spark_connect_exits_2_at_once(
+    http1_server: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Connect client would retry against it for minutes, silently."""
+    started = time.monotonic()
+    assert main(["--remote", f"sc://127.0.0.1:{http1_server}", "--rows", "10"]) == 2
+    assert time.monotonic() - started < 30
+    err = capsys.readouterr().err
+    assert f"127.0.0.1:{http1_server} does not answer as a Spark Connect server" in err
+
+
+def test_an_unreachable_standalone_master_exits_2_at_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Spark would retry for a minute, then fail with 'a stopped SparkContext'."""
+    assert main(["--master", "spark://127.0.0.1:1", "--rows", "10"]) == 2
+    assert "cannot reach the Spark master spark://127.0.0.1:1" in capsys.readouterr().err
+
+
+def _summary(windows: int, seconds: float, jobs: int | None, capped: bool = False) -> Summary:
+    return Summary(
+        rows=1000,
+        windows=windows,
+        seconds=seconds,
+        max_in_flight=10,
+        bound=100,
+        max_outstanding_demand=32,
+        spark_jobs=jobs,
+        totals=Window(0, 0, 0, 0, 0, 0.0, 0.0),
+        spark_jobs_capped=capped,
+    )
+
+
+def test_the_summary_says_the_consumer_sets_the_pace_only_when_it_does() -> None:
+    config = Config(consumer_delay=0.02)
+    paced = summary_lines(_summary(windows=100, seconds=3.0, jobs=8), config)[2]
+    assert "the consumer slept 2.0 of 3.0 s: it sets the pace" in paced
+    fast = summary_lines(_summary(windows=10, seconds=3.0, jobs=8), config)[2]
+    assert "the consumer slept 0.2 of 3.0 s)" in fast and "pace" not in fast
+    none = summary_lines(_summary(windows=0, seconds=0.5, jobs=8), config)[2]
+    assert "slept" not in none
+
+
+def test_the_summary_says_when_spark_forgot_some_jobs() -> None:
+    config = Config()
+    assert summary_lines(_summary(1, 1.0, 8), config)[-1].endswith(" 8")
+    capped = summary_lines(_summary(1, 1.0, 950, capped=True), config)[-1]
+    assert "at least 950" in capped
+    assert "n/a (Spark Connect)" in summary_lines(_summary(1, 1.0, None), config)[-1]
+
+
+class _Conf:
+    def __init__(self, retained: str) -> None:
+        self.retained = retained
+
+    def get(self, key: str, default: str) -> str:
+        assert key == "spark.ui.retainedJobs"
+        return self.retained
+
+
+class _Session:
+    def __init__(self, retained: str = "1000") -> None:
+        self.conf = _Conf(retained)
+
+
+def test_new_jobs_counts_only_this_runs_and_flags_a_full_tracker() -> None:
+    """Ids only grow; a tracker at its bound has dropped its oldest tenth, maybe ours."""
+    assert _new_jobs(_Session(), [0, 1, 2], [0, 1, 2, 3, 4]) == (2, False)
+    assert _new_jobs(_Session(), [], [0, 1]) == (2, False)
+    assert _new_jobs(_Session("10"), [], list(range(100, 109))) == (9, True)
+    assert _new_jobs(_Session("10"), [], list(range(100, 108))) == (8, False)
+    assert _new_jobs(_Session(), None, [1]) == (None, False)
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _interrupt(args: list[str], when: str | float, then: float = 0.0) -> tuple[int, str, list[int]]:
+    """Run ``python -m spark args`` in a session of its own, send its group SIGINT (as a
+    terminal's Ctrl-C does) after ``when`` seconds, or ``then`` seconds after stderr showed
+    ``when``; return the exit status, stderr and the children it had then."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "spark", "--no-progress", *args],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def read() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            if isinstance(when, str) and when in line:
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    if isinstance(when, str):
+        assert seen.wait(180), "".join(lines)
+        time.sleep(then)
+    else:
+        time.sleep(when)
+    children = _children(process.pid)
+    os.killpg(process.pid, signal.SIGINT)
+    try:
+        process.wait(60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    reader.join(10)
+    assert process.stderr is not None
+    process.stderr.close()
+    return process.returncode, "".join(lines), children
+
+
+def _no_jvm_left(children: list[int]) -> None:
+    deadline = time.monotonic() + 10
+    while any(_alive(c) for c in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [c for c in children if _alive(c)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "the JVM outlived the job"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc and pgrep")
+def test_ctrl_c_while_spark_starts_stops_its_jvm() -> None:
+    """pyspark starts the JVM with Ctrl-C ignored; an interrupt before the session existed
+    used to leave it running, its parent gone."""
+    status, err, children = _interrupt(["--rows", "1000"], 1.0)
+    assert status == 130, err
+    assert children, "no JVM had started yet: the test did not test the start"
+    assert "Ctrl-C: stopping as soon as Spark has started" in err
+    assert "interrupted while Spark was starting" in err
+    assert "Traceback" not in err
+    _no_jvm_left(children)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc and pgrep")
+@pytest.mark.parametrize("mode", ["rows", "arrow"])
+def test_ctrl_c_during_the_run_cancels_quietly(mode: str) -> None:
+    status, err, children = _interrupt(
+        ["--rows", "2000000", "--mode", mode], "events from Spark", then=3.0
+    )
+    assert status == 130, err
+    assert "interrupted after" in err and "the read was cancelled" in err
+    assert "Traceback" not in err
+    assert "Aborting task" not in err  # the partition server's stack, expected here
+    _no_jvm_left(children)
+
+
+def test_ctrl_c_during_a_connect_run_cancels_quietly(connect_server: Any) -> None:
+    """The Connect read's iterators are released before the exit, not collected after
+    pyspark's threads stopped (which printed 'cannot schedule new futures after shutdown')."""
+    status, err, _ = _interrupt(
+        ["--remote", connect_server.url, "--rows", "2000000"], "events from Spark", then=6.0
+    )  # rows stream by then, while the query still runs on the server
+    assert status == 130, err
+    assert "interrupted after" in err
+    assert "Traceback" not in err and "Exception ignored" not in err
