@@ -14,7 +14,12 @@ from collections.abc import Callable
 from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar, final
 
 from rs_core._demand import add_cap, check_request, produced
-from rs_core._subscription import report_dropped, require_publisher, require_subscriber
+from rs_core._subscription import (
+    cancel_quietly,
+    report_dropped,
+    require_publisher,
+    require_subscriber,
+)
 from rs_core.api import Publisher, Subscriber, Subscription
 from rs_core.errors import OverflowViolation, ProtocolViolation
 
@@ -174,6 +179,7 @@ class _Checker(Generic[T]):
         "_bad_request",
         "_bad_request_inside",
         "_bad_request_thread",
+        "_cancel_thread",
         "_cancelled",
         "_demand",
         "_depth",
@@ -188,6 +194,7 @@ class _Checker(Generic[T]):
         "_raised",
         "_report",
         "_requested_at",
+        "_strays",
         "_subscribed",
         "_subscriber",
         "_terminal_thread",
@@ -211,6 +218,7 @@ class _Checker(Generic[T]):
         self._open = False  # subscribed, not terminated, not failed: on_next may take the fast path
         self._terminated = False  # the upstream called on_error / on_complete
         self._cancelled = False  # the Subscriber called cancel
+        self._cancel_thread = 0  # on which thread: a request on another may reach it first
         self._bad_request = False  # the Subscriber called request(n <= 0); on_error is due
         # The bad request's thread, and whether it came from inside a signal. Program order
         # is known on that thread only: a request another thread makes meanwhile may reach
@@ -223,6 +231,9 @@ class _Checker(Generic[T]):
         self._down_subscribed = False  # the Subscriber has been given on_subscribe
         self._down_done = False  # the Subscriber has been given (or is owed) a terminal signal
         self._owner = 0  # thread inside a signal, 0 for none (§1.3 conflict detector)
+        # Log mode passes an overlapping signal on: its thread's depth is counted here, so
+        # signals overlapping it are caught too, until it returns.
+        self._strays: dict[int, int] = {}
         self._depth = 0
         self._requested_at = 0  # the signal depth of the innermost request() in progress on
         # _owner's thread (0: none): a signal may nest exactly there, inside it (§3.2, §3.3)
@@ -257,7 +268,7 @@ class _Checker(Generic[T]):
                         self._down_subscribed = True
                     entered = self._enter_locked(me)
         if refuse:
-            _cancel_quietly(subscription)  # §2.5: keep the first subscription
+            cancel_quietly(subscription)  # §2.5: keep the first subscription
             if violation is not None:
                 self._violated(violation)
             return
@@ -275,6 +286,7 @@ class _Checker(Generic[T]):
                 and self._demand
                 and element is not None
                 and (not owner or (owner == me and self._requested_at == self._depth))  # §1.3
+                and not self._strays
             )
             if fast:
                 self._demand = produced(self._demand, 1)  # §1.1
@@ -311,9 +323,10 @@ class _Checker(Generic[T]):
                 violation = _NoneSignal("on_next")
             else:
                 violation = self._order_locked("on_next", me)
-            if violation is None:
-                if self._demand:
+                if self._demand:  # an overlapping element uses demand up all the same (§1.1)
                     self._demand = produced(self._demand, 1)
+                elif violation is not None:
+                    pass  # one report per signal: the order's
                 elif self._bad_request:  # §3.9 (or §1.1 either way: no demand for it)
                     violation = ProtocolViolation(
                         "3.9",
@@ -391,9 +404,11 @@ class _Checker(Generic[T]):
             if (
                 violation is None
                 and invalid is None
-                and not (self._cancelled or self._down_done)
+                and not self._down_done
+                and not (self._cancelled and self._cancel_thread == me)
                 and not (self._bad_request and self._bad_request_thread == me)
-            ):  # §3.6, §1.6; demand after a bad request is not owed (§3.9)
+            ):  # §1.6; §3.6 and §3.9: demand after a cancel or a bad request is not owed,
+                # except one made on another thread: it may reach the upstream first
                 self._demand = add_cap(self._demand, n)  # §3.17
             upstream = self._upstream
             nested = upstream is not None and self._owner == me  # from inside a signal
@@ -428,7 +443,9 @@ class _Checker(Generic[T]):
             if self._failed:
                 return
             violation = self._in_terminal_locked("cancel", me)
-            self._cancelled = True
+            if not self._cancelled:
+                self._cancelled = True
+                self._cancel_thread = me
             upstream = self._upstream
         if violation is not None:
             self._violated(violation)
@@ -479,7 +496,7 @@ class _Checker(Generic[T]):
                 else:  # after the signal in progress returns (§1.3)
                     self._pending = violation
         if upstream is not None:
-            _cancel_quietly(upstream)
+            cancel_quietly(upstream)
         if deliver:
             self._deliver(violation, need_subscribe, me)
         raise violation
@@ -500,7 +517,7 @@ class _Checker(Generic[T]):
 
     def _order_locked(self, signal: str, me: int) -> ProtocolViolation | None:
         owner = self._owner
-        if owner and owner != me:  # §1.3
+        if (owner and owner != me) or any(t != me for t in self._strays):  # §1.3
             return ProtocolViolation(
                 "1.3", f"§1.3: {signal} overlapped another signal in progress on another thread"
             )
@@ -529,8 +546,9 @@ class _Checker(Generic[T]):
 
     def _enter_locked(self, me: int) -> bool:
         owner = self._owner
-        if owner and owner != me:  # an overlap passed on in "log" mode: not tracked
-            return False
+        if owner and owner != me:  # an overlap passed on in "log" mode: tracked apart
+            self._strays[me] = self._strays.get(me, 0) + 1
+            return True
         self._owner = me
         self._depth += 1
         return True
@@ -539,6 +557,11 @@ class _Checker(Generic[T]):
         with self._lock:
             if self._terminal_thread == me:
                 self._terminal_thread = 0
+            if me != self._owner and me in self._strays:  # an overlapping signal returns
+                depth = self._strays.pop(me) - 1
+                if depth:
+                    self._strays[me] = depth
+                return
             self._depth -= 1
             if self._depth:
                 return
@@ -590,13 +613,6 @@ class _Checker(Generic[T]):
 def _is_none(value: object) -> bool:
     """``value is None``, for arguments typed non-optional that a broken caller may pass."""
     return value is None
-
-
-def _cancel_quietly(subscription: Subscription) -> None:
-    try:
-        subscription.cancel()
-    except Exception as exc:  # §3.15: a cancel that raises is reported, never propagated
-        report_dropped(exc, rule="3.15", where="cancel() raised")
 
 
 def _on_complete(subscriber: Subscriber[Any]) -> None:

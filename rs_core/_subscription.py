@@ -16,6 +16,7 @@ __all__ = [
     "EMPTY_SUBSCRIPTION",
     "EmptySubscription",
     "OneShot",
+    "cancel_quietly",
     "reject",
     "report_dropped",
     "require_element",
@@ -49,6 +50,14 @@ class EmptySubscription:
 EMPTY_SUBSCRIPTION: Final = EmptySubscription()
 CANCELLED: Final[Subscription] = EmptySubscription()
 """Marker a subscriber stores in place of its upstream once it has cancelled or terminated."""
+
+
+def cancel_quietly(subscription: Subscription) -> None:
+    """Cancel ``subscription``; a ``cancel`` that raises (§3.15) is reported, not raised."""
+    try:
+        subscription.cancel()
+    except Exception as exc:
+        report_dropped(exc, rule="3.15", where="cancel() raised")
 
 
 def report_dropped(error: BaseException, *, rule: str | None = None, where: str = "") -> None:

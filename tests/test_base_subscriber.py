@@ -10,6 +10,7 @@ import pytest
 
 from adapters.iterables import from_iterable
 from rs_core import UNBOUNDED, BaseSubscriber, Subscription
+from rs_core._subscription import EMPTY_SUBSCRIPTION
 
 
 class Upstream:
@@ -318,3 +319,146 @@ def test_request_one_at_a_time_from_hook_on_next_end_to_end() -> None:
     from_iterable(range(10_000)).subscribe(sub)
     assert sub.items == list(range(10_000))
     assert sub.done
+
+
+class _SerialOnly:
+    """A Subscription that trusts §2.7: ``request`` is an unlocked read-modify-write, slow
+    enough for a second caller to overlap it; overlaps and the demand are recorded."""
+
+    def __init__(self) -> None:
+        self.demand = 0
+        self.inside = 0
+        self.overlaps = 0
+        self.cancels = 0
+
+    def request(self, n: int) -> None:
+        self.inside += 1
+        if self.inside > 1:
+            self.overlaps += 1
+        demand = self.demand
+        threading.Event().wait(0.002)  # another request() may start now
+        self.demand = demand + n
+        self.inside -= 1
+
+    def cancel(self) -> None:
+        self.cancels += 1
+
+
+def test_spec207_requests_from_many_threads_reach_the_subscription_one_at_a_time() -> None:
+    """§2.7: BaseSubscriber lets users call request() from anywhere, so it serialises the
+    calls: none overlaps, and no demand is lost."""
+    sub = Hooks()
+    upstream = _SerialOnly()
+    sub.on_subscribe(upstream)
+    start = threading.Barrier(4)
+
+    def ask() -> None:
+        start.wait()
+        for _ in range(5):
+            sub.request(1)
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert upstream.overlaps == 0
+    assert upstream.demand == 20
+
+
+def test_spec207_a_request_from_inside_a_request_is_passed_on_after_it_returns() -> None:
+    """A synchronous publisher delivers inside request(); the subscriber asks again from
+    hook_on_next: the call is not nested inside the upstream's request (§3.3 either way)."""
+    depths: list[int] = []
+    inside = 0
+
+    class Sync:
+        def request(self, n: int) -> None:
+            nonlocal inside
+            inside += 1
+            depths.append(inside)
+            if len(depths) < 5:
+                sub.on_next(len(depths))
+            inside -= 1
+
+        def cancel(self) -> None:
+            pass
+
+    class Again(Hooks):
+        def hook_on_next(self, element: Any) -> None:
+            super().hook_on_next(element)
+            self.request(1)
+
+    sub = Again(initial=1)
+    sub.on_subscribe(Sync())
+    assert depths == [1, 1, 1, 1, 1]
+    assert [c[1] for c in sub.calls if c[0] == "next"] == [1, 2, 3, 4]
+
+
+def test_demand_requested_before_on_subscribe_is_passed_on_after_the_hook() -> None:
+    sub = Hooks(initial=2)
+    sub.request(3)
+    sub.request(0)  # passed on as it is: the publisher answers it with on_error (§3.9)
+    upstream = Upstream()
+    sub.on_subscribe(upstream)
+    assert upstream.requests == [2, 3, 0]
+
+
+def test_spec312_cancel_reaches_the_subscription_while_a_request_is_in_progress() -> None:
+    """cancel() is not queued behind a request() that emits synchronously for ever."""
+    entered = threading.Event()
+    cancelled = threading.Event()
+
+    class Endless:
+        def request(self, n: int) -> None:
+            entered.set()
+            assert cancelled.wait(10), "cancel() waited for request() to return"
+
+        def cancel(self) -> None:
+            cancelled.set()
+
+    sub = Hooks()
+    sub.on_subscribe(Endless())
+    requester = threading.Thread(target=sub.request, args=(1,))
+    requester.start()
+    assert entered.wait(10)
+    sub.cancel()
+    assert cancelled.is_set()
+    requester.join(10)
+    assert not requester.is_alive()
+
+
+def test_spec203_first_upstream_completing_after_a_rejection_is_not_cancelled() -> None:
+    """A second publisher rejects us (EMPTY_SUBSCRIPTION, then on_error), but the first
+    upstream's on_complete comes first: cancelling it from inside its own on_complete would
+    break §2.3; its subscription is simply dropped."""
+    sub = Hooks()
+    first = Upstream()
+    sub.on_subscribe(first)
+    sub.on_subscribe(EMPTY_SUBSCRIPTION)  # the rejection's on_error is on its way
+    sub.on_complete()  # ... but the first upstream completes first
+    assert first.cancels == 0
+    assert sub.calls[-1] == ("complete", None)
+
+
+def test_spec315_a_raising_cancel_is_reported_and_the_hook_error_still_delivered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A subscription whose cancel() raises breaks §3.15; the subscriber reports it, still
+    routes its own hook's error to hook_on_error, and on_next returns normally (§2.13)."""
+
+    class Raising(Upstream):
+        def cancel(self) -> None:
+            super().cancel()
+            raise RuntimeError("cancel broke")
+
+    sub = Hooks(initial=1)
+    bug = ValueError("user bug")
+    sub.raise_on_next = bug
+    sub.on_subscribe(Raising())
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        sub.on_next(1)  # returns normally
+        sub.on_subscribe(Raising())  # a duplicate: cancelled, and that raises too
+    assert ("error", bug) in sub.calls
+    reports = [r.getMessage() for r in caplog.records if r.name == "rs_core"]
+    assert len(reports) == 2 and all(m.startswith("§3.15: cancel() raised") for m in reports)

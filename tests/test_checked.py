@@ -607,6 +607,125 @@ def test_spec309_a_bad_request_racing_the_end_from_another_thread_is_not_reporte
     assert [v.rule for v in found] == ["1.7"]  # the stream had ended already
 
 
+def test_spec101_a_request_racing_a_cancel_from_another_thread_is_counted() -> None:
+    """cancel() on one thread, request(1) on another: the checker orders them at its lock,
+    but the publisher may see the request first and rightly emit for it (its cancel takes
+    effect "eventually", §3.12). That element is not a §1.1 violation; a request made after
+    cancel() returned on the same thread is owed nothing (§3.6), and is not counted."""
+    found: list[ProtocolViolation] = []
+    cancelling = threading.Event()
+    release = threading.Event()
+
+    class SlowCancel(Upstream):
+        def cancel(self) -> None:
+            cancelling.set()
+            release.wait(5)  # the publisher has not seen the cancel yet
+            super().cancel()
+
+    publisher = HandPublisher(SlowCancel())
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber()
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    canceller = threading.Thread(target=subscriber.cancel)
+    canceller.start()
+    assert cancelling.wait(5)
+    subscriber.request(1)  # reaches the publisher before the cancel does
+    publisher.down.on_next("owed")
+    release.set()
+    canceller.join(5)
+    assert found == []
+
+
+def test_spec306_a_request_after_cancel_on_the_same_thread_is_not_counted() -> None:
+    found: list[ProtocolViolation] = []
+    publisher = HandPublisher()
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber()
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    subscriber.cancel()
+    subscriber.request(1)  # a no-op for the publisher (§3.6)
+    publisher.down.on_next("after cancel")
+    assert [v.rule for v in found] == ["1.1"]
+
+
+class _Gated:
+    """A Subscriber whose ``on_next(x)`` waits inside until the test opens ``x``: a test
+    scripts which signals overlap."""
+
+    def __init__(self) -> None:
+        self.subscription: Subscription | None = None
+        self._inside: dict[Any, threading.Event] = {}
+        self._gates: dict[Any, threading.Event] = {}
+
+    def _event(self, events: dict[Any, threading.Event], x: Any) -> threading.Event:
+        return events.setdefault(x, threading.Event())
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        self.subscription = subscription
+
+    def on_next(self, element: Any) -> None:
+        self._event(self._inside, element).set()
+        assert self._event(self._gates, element).wait(5)
+
+    def on_error(self, error: Exception) -> None:
+        pass
+
+    def on_complete(self) -> None:
+        pass
+
+    def send(self, publisher: HandPublisher, x: Any) -> threading.Thread:
+        """``on_next(x)`` on a thread of its own; returns once it is inside."""
+        thread = threading.Thread(target=publisher.down.on_next, args=(x,))
+        thread.start()
+        assert self._event(self._inside, x).wait(5)
+        return thread
+
+    def open(self, x: Any) -> None:
+        self._event(self._gates, x).set()
+
+
+def _log_mode(request: int) -> tuple[HandPublisher, _Gated, list[str]]:
+    found: list[str] = []
+    publisher = HandPublisher()
+    subscriber = _Gated()
+    checked(publisher, on_violation=lambda v: found.append(v.rule)).subscribe(subscriber)  # type: ignore[arg-type]
+    assert subscriber.subscription is not None
+    subscriber.subscription.request(request)
+    return publisher, subscriber, found
+
+
+def test_spec103_log_mode_keeps_tracking_a_signal_it_passed_on_overlapping() -> None:
+    """An overlapping on_next that log mode passes on is still a signal in progress: one
+    that overlaps it is reported too, even after the signal it first overlapped returned."""
+    publisher, subscriber, found = _log_mode(10)
+    first = subscriber.send(publisher, 1)
+    second = subscriber.send(publisher, 2)  # overlaps 1
+    subscriber.open(1)
+    first.join(5)
+    third = subscriber.send(publisher, 3)  # 1 is done, but 2 is still inside
+    subscriber.open(2)
+    subscriber.open(3)
+    second.join(5)
+    third.join(5)
+    assert found == ["1.3", "1.3"]
+    subscriber.open(4)
+    publisher.down.on_next(4)  # everything has returned: no overlap now
+    assert found == ["1.3", "1.3"]
+
+
+def test_spec101_log_mode_counts_an_overlapping_element_against_demand() -> None:
+    """The element passed on despite its overlap used demand up: the third element for a
+    request(2) is reported as §1.1."""
+    publisher, subscriber, found = _log_mode(2)
+    first = subscriber.send(publisher, "a")
+    second = subscriber.send(publisher, "b")  # overlaps "a"
+    subscriber.open("a")
+    subscriber.open("b")
+    first.join(5)
+    second.join(5)
+    subscriber.open("c")
+    publisher.down.on_next("c")
+    assert found == ["1.3", "1.1"]
+
+
 def test_spec213_a_subscriber_raising_inside_a_synchronous_request_is_named() -> None:
     """A Subscriber whose on_next raises, under a publisher that emits inside request(),
     makes request() raise: the checker names the Subscriber's fault (§2.13), not a

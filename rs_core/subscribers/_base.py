@@ -5,10 +5,11 @@ from __future__ import annotations
 import threading
 from typing import Generic, TypeVar
 
-from rs_core._demand import UNBOUNDED
+from rs_core._demand import UNBOUNDED, add_cap
 from rs_core._subscription import (
     CANCELLED,
     EMPTY_SUBSCRIPTION,
+    cancel_quietly,
     report_dropped,
     require_element,
     require_error,
@@ -28,6 +29,15 @@ class BaseSubscriber(Generic[T]):
     ``hook_on_next``, ``hook_on_error`` (default: report through ``logging``) and
     ``hook_on_complete``; call ``request(n)`` and ``cancel()`` from anywhere.
 
+    ``request`` calls reach the subscription one at a time (§2.7): a call made while another
+    is in progress (on another thread, or reentrantly from ``hook_on_next``) adds its demand
+    to what the caller in progress passes on when its call returns; demand requested before
+    ``on_subscribe`` is passed on after ``hook_on_subscribe``. ``cancel`` goes straight to
+    the subscription, even while a ``request`` is in progress there: §3.5 makes ``cancel``
+    thread-safe, and waiting for a ``request`` that emits synchronously would delay it for
+    as long as the stream lasts (§3.12). A subscription's ``cancel`` that raises (§3.15) is
+    reported, never raised into the publisher's signal.
+
     Rules kept here: §2.5 (a second ``on_subscribe`` is cancelled; if it was a publisher
     rejecting us, ``EMPTY_SUBSCRIPTION`` then ``on_error``, that error still terminates and
     the first upstream, which did not signal it, is cancelled rather than dropped, §3.13),
@@ -44,6 +54,11 @@ class BaseSubscriber(Generic[T]):
         self._done = False
         self._cancelled = False  # by cancel() or a failing hook, not by a terminal signal
         self._rejected = False  # a second publisher rejected us: its on_error is coming
+        # §2.7: one request() at a time reaches the upstream; the others leave their demand
+        # here for the caller in progress (or on_subscribe) to pass on.
+        self._requesting = False
+        self._missed = 0  # positive demand not passed on yet (saturating)
+        self._missed_bad: int | None = None  # the first request(n <= 0) not passed on yet
 
     # -- Subscriber ----------------------------------------------------------------------
 
@@ -56,12 +71,18 @@ class BaseSubscriber(Generic[T]):
             elif subscription is EMPTY_SUBSCRIPTION:  # §1.9: reject() sends on_error next
                 self._rejected = True
         if duplicate:  # §2.5 (also: cancelled before being subscribed)
-            subscription.cancel()
+            cancel_quietly(subscription)
             return
+        with self._lock:
+            self._requesting = True  # requests from the hook wait for its return
         try:
             self.hook_on_subscribe(subscription)
         except Exception as exc:
+            with self._lock:
+                self._requesting = False
             self._fail(exc)
+            return
+        self._pass_requests()  # the hook's, and any made before on_subscribe
 
     def on_next(self, element: T) -> None:
         if element is None:
@@ -85,7 +106,7 @@ class BaseSubscriber(Generic[T]):
             report_dropped(exc, rule="2.13", where="hook_on_error raised")
 
     def on_complete(self) -> None:
-        if not self._terminate():
+        if not self._terminate(completed=True):
             return
         try:
             self.hook_on_complete()
@@ -95,10 +116,44 @@ class BaseSubscriber(Generic[T]):
     # -- the subscription ------------------------------------------------------------------
 
     def request(self, n: int) -> None:
-        """Request ``n`` more elements; a no-op once cancelled or terminated (§2.4)."""
-        upstream = self._upstream
-        if upstream is not None and not self._done:
-            upstream.request(n)
+        """Request ``n`` more elements; a no-op once cancelled or terminated (§2.4).
+
+        Serial (§2.7): passed on now, or by the ``request`` already in progress when it
+        returns, or after ``hook_on_subscribe`` when called before ``on_subscribe``. A
+        non-positive ``n`` is passed on as it is, for the publisher's ``on_error`` (§3.9).
+        """
+        with self._lock:
+            if self._done:
+                return
+            if n > 0:
+                self._missed = add_cap(self._missed, n)
+            elif self._missed_bad is None:
+                self._missed_bad = n
+            if self._requesting or self._upstream is None:
+                return  # the caller in progress, or on_subscribe, passes it on
+            self._requesting = True
+        self._pass_requests()
+
+    def _pass_requests(self) -> None:
+        """Pass the demand left by ``request`` on to the upstream, one call at a time, until
+        none is left; only the holder of ``_requesting`` calls this."""
+        while True:
+            with self._lock:
+                upstream = self._upstream
+                missed, self._missed = self._missed, 0
+                bad, self._missed_bad = self._missed_bad, None
+                if upstream is None or self._done or (not missed and bad is None):
+                    self._requesting = False
+                    return
+            try:
+                if missed:
+                    upstream.request(missed)
+                if bad is not None:
+                    upstream.request(bad)
+            except BaseException:  # §3.16 broken by the upstream: the caller hears it
+                with self._lock:
+                    self._requesting = False
+                raise
 
     def cancel(self) -> None:
         """Cancel upstream once; thread-safe and idempotent (§2.6, §3.7)."""
@@ -106,7 +161,7 @@ class BaseSubscriber(Generic[T]):
             upstream, self._upstream = self._upstream, CANCELLED
             self._done = self._cancelled = True
         if upstream is not None and upstream is not CANCELLED:
-            upstream.cancel()
+            cancel_quietly(upstream)
 
     @property
     def is_disposed(self) -> bool:
@@ -133,18 +188,19 @@ class BaseSubscriber(Generic[T]):
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _terminate(self) -> bool:
+    def _terminate(self, completed: bool = False) -> bool:
         with self._lock:
             if self._done:
                 return False
             self._done = True
             upstream, self._upstream = self._upstream, CANCELLED  # §2.4: counts as cancelled
             rejected = self._rejected
-        if rejected and upstream is not None and upstream is not CANCELLED:
-            # §2.5: the signal is the rejecting second publisher's; the first upstream is live:
-            # cancel it, not just drop it (§3.13). From any other second publisher we cannot
-            # tell whose signal it is, and §2.3 forbids calling the one that signalled.
-            upstream.cancel()
+        if rejected and not completed and upstream is not None and upstream is not CANCELLED:
+            # §2.5: an on_error after a rejection is (most likely) the rejecting second
+            # publisher's; the first upstream is live: cancel it, not just drop it (§3.13).
+            # An on_complete is the first upstream's own (a rejection sends on_error), and
+            # §2.3 forbids calling it back; so is any signal from another second publisher.
+            cancel_quietly(upstream)
         return True
 
     def _fail(self, error: Exception) -> None:
@@ -154,7 +210,7 @@ class BaseSubscriber(Generic[T]):
             first = not self._done
             self._done = self._cancelled = True
         if upstream is not None and upstream is not CANCELLED:
-            upstream.cancel()
+            cancel_quietly(upstream)
         if not first:
             report_dropped(error, rule="2.13", where="a hook raised after termination")
             return
