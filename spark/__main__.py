@@ -36,14 +36,28 @@ _HTTP2_PREFACE: Final = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(3) + b"\x04"
 SETTINGS frame: a server of HTTP/2 answers with a SETTINGS frame of its own (type 4)."""
 
 
-def _positive_int(text: str) -> int:
+_ROWS_PER_PARTITION: Final = 250_000
+"""Without ``--partitions``: one partition per this many rows (8 at least). A read holds one
+partition in the driver at a time (Spark collects it there to serve it), so its size, not
+the run's, sets the driver's memory."""
+
+
+def _positive_int(text: str, most: int) -> int:
     try:
         value = int(text)
     except ValueError:
         value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    if not 0 < value <= most:
+        raise argparse.ArgumentTypeError(f"must be a positive integer up to {most:,}, got {text!r}")
     return value
+
+
+def _rows(text: str) -> int:
+    return _positive_int(text, 2**63 - 1)  # a Spark range's end is a Java long
+
+
+def _partitions(text: str) -> int:
+    return _positive_int(text, 2**31 - 1)  # a Java int
 
 
 def _delay(text: str) -> float:
@@ -66,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m spark", description=__doc__.split("\n\n")[0] if __doc__ else None
     )
-    parser.add_argument("--rows", type=_positive_int, default=2_000_000, help="events (default 2M)")
+    parser.add_argument("--rows", type=_rows, default=2_000_000, help="events (default 2M)")
     parser.add_argument(
         "--mode", choices=("rows", "arrow"), default="rows", help="from_dataframe mode"
     )
@@ -82,7 +96,9 @@ def _parser() -> argparse.ArgumentParser:
         "--delay", type=_delay, default=0.02, help="consumer seconds per window (default 0.02)"
     )
     parser.add_argument(
-        "--partitions", type=_positive_int, default=8, help="DataFrame partitions (default 8)"
+        "--partitions",
+        type=_partitions,
+        help=f"DataFrame partitions (default: one per {_ROWS_PER_PARTITION:,} rows, 8 at least)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
@@ -218,8 +234,9 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted while Spark was starting", file=sys.stderr)
         return _INTERRUPTED
 
+    partitions = args.partitions or max(8, -(-args.rows // _ROWS_PER_PARTITION))
     config = Config(
-        rows=args.rows, mode=args.mode, partitions=args.partitions, consumer_delay=args.delay
+        rows=args.rows, mode=args.mode, partitions=partitions, consumer_delay=args.delay
     )
     where = args.remote or args.master
     print(

@@ -29,9 +29,13 @@ pytestmark = pytest.mark.spark
 @pytest.mark.parametrize(
     ("flags", "named"),
     [
-        (["--rows", "0"], "--rows: must be a positive integer, got '0'"),
-        (["--rows", "abc"], "--rows: must be a positive integer, got 'abc'"),
-        (["--partitions", "-1"], "--partitions: must be a positive integer, got '-1'"),
+        (
+            ["--rows", "0"],
+            "--rows: must be a positive integer up to 9,223,372,036,854,775,807",
+        ),
+        (["--rows", "abc"], "--rows: must be a positive integer up to"),
+        (["--rows", str(2**63)], "--rows: must be a positive integer up to"),
+        (["--partitions", "-1"], "--partitions: must be a positive integer up to 2,147,483,647"),
         (["--delay", "-1"], "--delay: must be a number of seconds >= 0, got '-1'"),
         (["--delay", "nan"], "--delay: must be a number of seconds >= 0, got 'nan'"),
         (["--delay", "inf"], "--delay: must be a number of seconds >= 0, got 'inf'"),
@@ -104,6 +108,25 @@ def test_an_unreachable_standalone_master_exits_2_at_once(
     """Spark would retry for a minute, then fail with 'a stopped SparkContext'."""
     assert main(["--master", "spark://127.0.0.1:1", "--rows", "10"]) == 2
     assert "cannot reach the Spark master spark://127.0.0.1:1" in capsys.readouterr().err
+
+
+def test_partitions_follow_the_rows_unless_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark collects a partition in the driver to serve it: a bigger run gets more
+    partitions of the same size, not bigger ones (the driver's memory)."""
+    import spark.__main__ as job
+    import spark.pipeline as pipeline
+
+    seen: list[int] = []
+
+    def run(spark: Any, config: Config, **kwargs: Any) -> Summary:
+        seen.append(config.partitions)
+        raise KeyboardInterrupt  # stop there: as a Ctrl-C would
+
+    monkeypatch.setattr(job, "_session", lambda args: object())
+    monkeypatch.setattr(pipeline, "run", run)
+    for flags in (["--rows", "2000000"], ["--rows", "50000000"], ["--partitions", "3"]):
+        assert job.main(["--remote", "sc://127.0.0.1:1", *flags]) == 130
+    assert seen == [8, 200, 3]
 
 
 def _summary(windows: int, seconds: float, jobs: int | None, capped: bool = False) -> Summary:
