@@ -116,18 +116,20 @@ def _check_reachable(url: str) -> None:
     if parsed.scheme != "sc" or not host:
         raise SparkStartError(f"--remote needs an address like sc://host:15002, got {url!r}")
     try:
-        with socket.create_connection((host, port), timeout=10) as connection:
-            if "use_ssl=true" in url.lower():
-                return  # TLS first: the client's own handshake will tell
-            connection.sendall(_HTTP2_PREFACE)
-            answer = connection.recv(9)
-    except TimeoutError:
-        answer = b""
+        connection = socket.create_connection((host, port), timeout=10)
     except OSError as exc:
         raise SparkStartError(
             f"cannot reach the Spark Connect server at {host}:{port} ({exc}); "
             "start one with $SPARK_HOME/sbin/start-connect-server.sh"
         ) from exc
+    with connection:
+        if "use_ssl=true" in url.lower():
+            return  # TLS first: the client's own handshake will tell
+        try:
+            connection.sendall(_HTTP2_PREFACE)
+            answer = connection.recv(9)
+        except OSError:  # silent (a timeout), or hung up on the preface: reachable all the same
+            answer = b""
     if len(answer) < 4 or answer[3] != 4:  # no SETTINGS frame: not HTTP/2, so not gRPC
         raise SparkStartError(
             f"{host}:{port} does not answer as a Spark Connect server (gRPC over HTTP/2); "
@@ -198,12 +200,28 @@ def _session(args: argparse.Namespace) -> Any:
         raise SparkStartError(problem)
     _check_master(args.master)
     with _interrupt_deferred() as pressed:
-        session = local_session(args.master, app_name="reactive-streams-main-job")
+        try:
+            session = local_session(args.master, app_name="reactive-streams-main-job")
+        except KeyboardInterrupt:  # pyspark's own handler, installed once its context exists
+            _stop_started_context()
+            raise
     if pressed:
         session.stop()
         raise KeyboardInterrupt
     _quiet_serving_abort(session)
     return session
+
+
+def _stop_started_context() -> None:
+    """Stop the SparkContext a start that was interrupted late had already created."""
+    try:
+        from pyspark import SparkContext
+
+        context = SparkContext._active_spark_context
+        if context is not None:
+            context.stop()
+    except Exception:  # stopping what may be half made: nothing more to do
+        pass
 
 
 def _quiet_serving_abort(session: Any) -> None:

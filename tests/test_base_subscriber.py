@@ -462,3 +462,65 @@ def test_spec315_a_raising_cancel_is_reported_and_the_hook_error_still_delivered
     assert ("error", bug) in sub.calls
     reports = [r.getMessage() for r in caplog.records if r.name == "rs_core"]
     assert len(reports) == 2 and all(m.startswith("§3.15: cancel() raised") for m in reports)
+
+
+class _RaisingCancel(Upstream):
+    def cancel(self) -> None:
+        super().cancel()
+        raise RuntimeError("cancel broke")
+
+
+def _reports(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "rs_core"]
+
+
+def test_spec315_a_raising_cancel_from_cancel_is_reported_not_raised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """cancel() may be called from a publisher's signal: a broken cancel is reported."""
+    sub = Hooks(initial=1)
+    upstream = _RaisingCancel()
+    sub.on_subscribe(upstream)
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        sub.cancel()  # returns normally
+    assert upstream.cancels == 1 and sub.is_disposed
+    reports = _reports(caplog)
+    assert len(reports) == 1 and reports[0].startswith("§3.15: cancel() raised")
+
+
+def test_spec315_a_raising_cancel_of_the_first_upstream_after_a_rejection_is_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The rejecting publisher's on_error cancels the first upstream: if that raises, it is
+    reported, and the error still reaches hook_on_error."""
+    sub = Hooks(initial=1)
+    first = _RaisingCancel()
+    sub.on_subscribe(first)
+    sub.on_subscribe(EMPTY_SUBSCRIPTION)
+    rejected = RuntimeError("rejected")
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        sub.on_error(rejected)  # returns normally
+    assert first.cancels == 1
+    assert sub.calls[-1] == ("error", rejected)
+    reports = _reports(caplog)
+    assert len(reports) == 1 and reports[0].startswith("§3.15: cancel() raised")
+
+
+def test_spec316_after_a_raising_request_later_requests_still_reach_the_subscription() -> None:
+    """A request() that raises (breaking §3.16) is heard by its caller; it does not leave
+    the subscriber believing a request is still in progress (which would swallow all later
+    demand)."""
+
+    class FailsOnce(Upstream):
+        def request(self, n: int) -> None:
+            super().request(n)
+            if len(self.requests) == 1:
+                raise RuntimeError("request broke")
+
+    sub = Hooks()
+    upstream = FailsOnce()
+    sub.on_subscribe(upstream)
+    with pytest.raises(RuntimeError, match="request broke"):
+        sub.request(1)
+    sub.request(2)
+    assert upstream.requests == [1, 2]

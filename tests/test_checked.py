@@ -1047,3 +1047,60 @@ def test_checked_subscription_is_what_the_subscriber_sees() -> None:
     checked(publisher).subscribe(subscriber)  # type: ignore[arg-type]
     assert subscriber.subscription is not publisher.upstream
     assert isinstance(subscriber.subscription, Subscription)
+
+
+def test_spec306_the_first_cancel_keeps_its_thread_after_another_cancels_too() -> None:
+    """cancel() here, then again on another thread: a request made here afterwards is still
+    owed nothing (this thread's program order puts it after its own cancel)."""
+    found: list[ProtocolViolation] = []
+    publisher = HandPublisher()
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber()
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    subscriber.cancel()
+    other = threading.Thread(target=subscriber.cancel)
+    other.start()
+    other.join(5)
+    subscriber.request(1)
+    publisher.down.on_next("after cancel")
+    assert [v.rule for v in found] == ["1.1"]
+
+
+class _Nesting(_Gated):
+    """``on_next("b")`` first signals ``on_next("b2")`` itself, nested on its own thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.publisher: HandPublisher | None = None
+
+    def on_next(self, element: Any) -> None:
+        if element == "b":
+            assert self.publisher is not None
+            self.publisher.down.on_next("b2")
+        super().on_next(element)
+
+
+def test_spec103_log_mode_counts_the_depth_of_an_overlapping_signal() -> None:
+    """An overlapping signal with another nested in it is still in progress once the nested
+    one returns: a third thread overlapping it then is reported too."""
+    found: list[str] = []
+    publisher = HandPublisher()
+    subscriber = _Nesting()
+    subscriber.publisher = publisher
+    checked(publisher, on_violation=lambda v: found.append(v.rule)).subscribe(subscriber)  # type: ignore[arg-type]
+    assert subscriber.subscription is not None
+    subscriber.subscription.request(10)
+    first = subscriber.send(publisher, "a")
+    subscriber.open("b2")
+    second = subscriber.send(publisher, "b")  # overlaps "a", and so does "b2" inside it
+    assert found == ["1.3", "1.3"]
+    subscriber.open("a")
+    first.join(5)
+    third = subscriber.send(publisher, "c")  # "a" is done, "b" is not
+    subscriber.open("b")
+    subscriber.open("c")
+    second.join(5)
+    third.join(5)
+    assert found == ["1.3", "1.3", "1.3"]
+    subscriber.open("d")
+    publisher.down.on_next("d")  # everything has returned: no overlap now
+    assert found == ["1.3", "1.3", "1.3"]

@@ -984,3 +984,18 @@ async def test_to_iterator_on_a_running_loop_raises_instead_of_blocking() -> Non
     waiting.close()
     assert silent.cancelled.is_set()
     ready.close()
+
+
+def test_a_generator_requested_unbounded_completes_after_its_last_element() -> None:
+    """§1.5: a plain iterator whose length is unknown (a generator, not a list) finds its end
+    only by pulling; with unbounded demand that pull ends the drain's loop, and the stream
+    completes there (a range or a list would complete through its length hint instead)."""
+
+    def numbers() -> Any:
+        yield from range(3)
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    from_iterable(numbers()).subscribe(sub)
+    assert sub.elements == [0, 1, 2]
+    assert sub.completed
+    assert sub.error is None

@@ -20,7 +20,15 @@ pytest.importorskip("pyarrow")
 
 from spark_helpers import ROOT  # noqa: E402
 
-from spark.__main__ import main, summary_lines  # noqa: E402
+from spark.__main__ import (  # noqa: E402
+    _check_master,
+    _check_reachable,
+    _interrupt_deferred,
+    _parser,
+    main,
+    summary_lines,
+)
+from spark.local import SparkStartError  # noqa: E402
 from spark.pipeline import Config, Summary, Window, _new_jobs  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -284,3 +292,161 @@ def test_ctrl_c_during_a_connect_run_cancels_quietly(connect_server: Any) -> Non
     assert status == 130, err
     assert "interrupted after" in err
     assert "Traceback" not in err and "Exception ignored" not in err
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--delay", "0"],
+        ["--master", "local"],
+        ["--master", "local[*]"],
+        ["--master", "local[4,2]"],
+        ["--master", "local-cluster[2,1,1024]"],
+        ["--master", "spark://host:7077"],
+        ["--master", "yarn"],
+        ["--master", "k8s://https://host:443"],
+        ["--master", "mesos://host:5050"],
+    ],
+)
+def test_valid_flags_are_accepted(flags: list[str]) -> None:
+    """The checks refuse bad values only: every documented master form, and no delay."""
+    args = _parser().parse_args(flags)
+    assert vars(args)[flags[0].lstrip("-")] == (0.0 if flags[0] == "--delay" else flags[1])
+
+
+def _serve(answer: bytes) -> tuple[socket.socket, threading.Thread]:
+    """A one-connection server that reads the client's bytes, sends ``answer``, closes."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        try:
+            connection, _ = listener.accept()
+        except OSError:
+            return
+        with connection:
+            connection.recv(1024)
+            connection.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return listener, thread
+
+
+def test_a_remote_that_answers_as_http2_is_accepted() -> None:
+    """The probe's positive side: a SETTINGS frame (type 4) back is a gRPC server."""
+    listener, thread = _serve(bytes(3) + b"\x04" + bytes(5))
+    with listener:
+        _check_reachable(f"sc://127.0.0.1:{listener.getsockname()[1]}")
+    thread.join(5)
+
+
+def test_a_remote_that_hangs_up_without_answering_is_refused_naming_it() -> None:
+    """The preface read, then the connection closed with no bytes back: refused as not
+    Spark Connect, not an IndexError."""
+    listener, thread = _serve(b"")
+    with listener, pytest.raises(SparkStartError, match="does not answer as a Spark Connect"):
+        _check_reachable(f"sc://127.0.0.1:{listener.getsockname()[1]}")
+    thread.join(5)
+
+
+def test_a_remote_that_never_answers_is_refused_as_not_spark_connect(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server that accepts and stays silent is reachable, just not Connect: the probe's
+    timeout is not reported as 'cannot reach' (the probe's 10 s shortened here)."""
+    connect = socket.create_connection
+    monkeypatch.setattr(
+        socket, "create_connection", lambda address, timeout=None: connect(address, 0.3)
+    )
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # never accepts, never answers
+        port = listener.getsockname()[1]
+        with pytest.raises(SparkStartError, match="does not answer as a Spark Connect"):
+            _check_reachable(f"sc://127.0.0.1:{port}")
+
+
+def test_a_remote_with_tls_is_not_probed_in_plain_text(http1_server: int) -> None:
+    """use_ssl=true (any case): the server expects a TLS handshake first; the probe only
+    checks that the port is open."""
+    _check_reachable(f"sc://127.0.0.1:{http1_server}/;use_ssl=True")
+
+
+def test_a_reachable_standalone_master_passes_the_check() -> None:
+    """Only spark:// URLs are probed; any one listening address of an HA list will do."""
+    _check_master("local[2]")
+    _check_master("yarn")
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        _check_master(f"spark://127.0.0.1:{port}")
+        _check_master(f"spark://127.0.0.1:1,127.0.0.1:{port}")
+
+
+def _raise_sigint() -> None:
+    signal.raise_signal(signal.SIGINT)
+    for _ in range(100):  # the Python-level handler runs at the next check of the loop
+        time.sleep(0.001)
+
+
+@pytest.mark.skipif(not hasattr(signal, "raise_signal"), reason="needs signal.raise_signal")
+def test_a_first_ctrl_c_while_spark_starts_is_held_a_second_quits(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with _interrupt_deferred() as pressed:
+        _raise_sigint()
+        assert pressed == [True]
+        with pytest.raises(KeyboardInterrupt):
+            _raise_sigint()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert "Ctrl-C: stopping as soon as Spark has started" in capsys.readouterr().err
+
+
+class _Meter:
+    finished = 1234
+    emitted = 1300
+
+
+class _Window:
+    window = 7
+
+
+class _Stopped:
+    def stop(self) -> None:
+        pass
+
+
+def test_ctrl_c_during_the_run_reports_the_rows_done_without_a_bar(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--no-progress: the count comes from the last window all the same (no Spark here)."""
+    import spark.__main__ as command
+    import spark.pipeline
+
+    def run(spark: Any, config: Any, on_window: Any) -> Any:
+        on_window(_Window(), _Meter())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(command, "_session", lambda args: _Stopped())
+    monkeypatch.setattr(spark.pipeline, "run", run)
+    assert main(["--no-progress", "--rows", "10"]) == 130
+    assert "interrupted after 1,234 rows" in capsys.readouterr().err
+
+
+def test_join_reads_waits_for_this_processs_read_threads_only() -> None:
+    """main() waits, after a Ctrl-C, for the threads named after a read's tag; others (a
+    thread the user started) are not waited for."""
+    from spark._partitions import _TAG_PREFIX, join_reads
+
+    release, never = threading.Event(), threading.Event()
+    read = threading.Thread(target=release.wait, args=(10,), name=f"{_TAG_PREFIX}0123456789ab_0")
+    other = threading.Thread(target=never.wait, args=(10,), name="someone-elses")
+    read.start()
+    other.start()
+    try:
+        assert join_reads(timeout=0.1) is False
+        threading.Timer(0.2, release.set).start()
+        assert join_reads(timeout=5.0) is True
+        assert not read.is_alive() and other.is_alive()
+    finally:
+        release.set()
+        never.set()
+        read.join(5)
+        other.join(5)
