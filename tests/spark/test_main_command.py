@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -75,28 +76,41 @@ def test_a_malformed_remote_address_exits_2_naming_it(
     assert said in capsys.readouterr().err
 
 
-@pytest.fixture
-def http1_server() -> Iterator[int]:
-    """A server that answers like a web server, as a wrong port (the Spark UI's) would."""
+@contextmanager
+def _answering(answer: bytes) -> Iterator[int]:
+    """A local server that reads what a client sends and answers ``answer`` (then hangs up),
+    for as many connections as come; yields its port."""
     listener = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
 
     def serve() -> None:
-        while not stop.is_set():
+        while True:
             try:
                 connection, _ = listener.accept()
-            except OSError:
+            except OSError:  # closed: the test is over
                 return
             with connection:
                 connection.recv(1024)
-                connection.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                connection.sendall(answer)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    yield listener.getsockname()[1]
-    stop.set()
-    listener.close()
-    thread.join(5)
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        try:
+            listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() (close alone does not)
+        except OSError:
+            pass
+        listener.close()
+        thread.join(5)
+        assert not thread.is_alive()
+
+
+@pytest.fixture
+def http1_server() -> Iterator[int]:
+    """A server that answers like a web server, as a wrong port (the Spark UI's) would."""
+    with _answering(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n") as port:
+        yield port
 
 
 def test_a_remote_that_is_not_spark_connect_exits_2_at_once(
@@ -314,39 +328,18 @@ def test_valid_flags_are_accepted(flags: list[str]) -> None:
     assert vars(args)[flags[0].lstrip("-")] == (0.0 if flags[0] == "--delay" else flags[1])
 
 
-def _serve(answer: bytes) -> tuple[socket.socket, threading.Thread]:
-    """A one-connection server that reads the client's bytes, sends ``answer``, closes."""
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def serve() -> None:
-        try:
-            connection, _ = listener.accept()
-        except OSError:
-            return
-        with connection:
-            connection.recv(1024)
-            connection.sendall(answer)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    return listener, thread
-
-
 def test_a_remote_that_answers_as_http2_is_accepted() -> None:
     """The probe's positive side: a SETTINGS frame (type 4) back is a gRPC server."""
-    listener, thread = _serve(bytes(3) + b"\x04" + bytes(5))
-    with listener:
-        _check_reachable(f"sc://127.0.0.1:{listener.getsockname()[1]}")
-    thread.join(5)
+    with _answering(bytes(3) + b"\x04" + bytes(5)) as port:
+        _check_reachable(f"sc://127.0.0.1:{port}")
 
 
 def test_a_remote_that_hangs_up_without_answering_is_refused_naming_it() -> None:
     """The preface read, then the connection closed with no bytes back: refused as not
     Spark Connect, not an IndexError."""
-    listener, thread = _serve(b"")
-    with listener, pytest.raises(SparkStartError, match="does not answer as a Spark Connect"):
-        _check_reachable(f"sc://127.0.0.1:{listener.getsockname()[1]}")
-    thread.join(5)
+    with _answering(b"") as port:
+        with pytest.raises(SparkStartError, match="does not answer as a Spark Connect"):
+            _check_reachable(f"sc://127.0.0.1:{port}")
 
 
 def test_a_remote_that_never_answers_is_refused_as_not_spark_connect(
