@@ -266,7 +266,8 @@ class _Checker(Generic[T]):
                         self._subscribed = True
                         self._upstream = subscription
                         self._down_subscribed = True
-                    entered = self._enter_locked(me)
+                    self._enter_locked(me)
+                    entered = True
         if refuse:
             cancel_quietly(subscription)  # §2.5: keep the first subscription
             if violation is not None:
@@ -338,7 +339,9 @@ class _Checker(Generic[T]):
                     violation = OverflowViolation(
                         f"§1.1: on_next({element!r}) but nothing was requested"
                     )
-            entered = (violation is None or not self._raise) and self._enter_locked(me)
+            entered = violation is None or not self._raise  # raise mode drops it
+            if entered:
+                self._enter_locked(me)
         self._pass(lambda s: s.on_next(element), entered, violation=violation)
 
     def on_error(self, error: Exception) -> None:
@@ -359,7 +362,8 @@ class _Checker(Generic[T]):
                     self._bad_request = False  # §3.9 answered
                     self._down_done = True
                     self._terminal_thread = me
-                    entered = self._enter_locked(me)
+                    self._enter_locked(me)
+                    entered = True
         if dropped:
             if not _is_none(error):
                 report_dropped(error, where="checked(): on_error after a violation was raised")
@@ -388,7 +392,8 @@ class _Checker(Generic[T]):
                 self._open = False
                 self._down_done = True
                 self._terminal_thread = me
-                entered = self._enter_locked(me)
+                self._enter_locked(me)
+                entered = True
         self._pass(_on_complete, entered, terminal=True, violation=violation)
 
     # -- Subscription: signals from the Subscriber ------------------------------------------------
@@ -544,14 +549,15 @@ class _Checker(Generic[T]):
             )
         return None
 
-    def _enter_locked(self, me: int) -> bool:
+    def _enter_locked(self, me: int) -> None:
+        """A signal is passed on: track it, until ``_leave``, as the owner's (nested) or, an
+        overlap that log mode passes on, as a stray of its thread's."""
         owner = self._owner
-        if owner and owner != me:  # an overlap passed on in "log" mode: tracked apart
+        if owner and owner != me:
             self._strays[me] = self._strays.get(me, 0) + 1
-            return True
+            return
         self._owner = me
         self._depth += 1
-        return True
 
     def _leave(self, me: int) -> None:
         with self._lock:

@@ -20,10 +20,13 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlparse
 
 from spark.local import SparkStartError, java_problem, local_session
+
+if TYPE_CHECKING:  # the pipeline needs the rx and spark extras: imported by main() only
+    from spark.pipeline import Config, Summary
 
 _INTERRUPTED: Final = 130  # the shell's status for a process ended by Ctrl-C (128 + SIGINT)
 _MASTER: Final = re.compile(
@@ -291,9 +294,10 @@ def main(argv: list[str] | None = None) -> int:
             bar.close()
         from spark._partitions import join_reads
 
-        join_reads(timeout=5.0)  # the cancel is under way: let the read release Spark
+        released = join_reads(timeout=5.0)  # the cancel is under way: let the read end
         print(
-            f"interrupted after {done:,} rows: the read was cancelled, its Spark jobs stopped",
+            f"interrupted after {done:,} rows: the read was cancelled, "
+            + ("its Spark jobs stopped" if released else "Spark is still stopping its jobs"),
             file=sys.stderr,
         )
         return _INTERRUPTED
@@ -312,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if summary.max_in_flight <= summary.bound else 1
 
 
-def summary_lines(summary: Any, config: Any) -> list[str]:
+def summary_lines(summary: Summary, config: Config) -> list[str]:
     """The summary a run prints: a :class:`spark.pipeline.Summary` and its ``Config``."""
     held = summary.max_in_flight <= summary.bound
     totals = summary.totals
