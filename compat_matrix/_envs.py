@@ -168,4 +168,16 @@ def run_second(interpreter: Path, modules: Sequence[str], grid_elements: int | N
         if not out.exists():
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             return SecondRun(shown, "error", detail=f"exit {proc.returncode}, no results: {last}")
-        return parse_payload(json.loads(out.read_text("utf-8")), shown)
+        return _checked_second(parse_payload(json.loads(out.read_text("utf-8")), shown))
+
+
+def _checked_second(second: SecondRun) -> SecondRun:
+    """The second environment exists to run the ``VARIED`` columns: one where they could not
+    run (the library missing, an adapter that would not import) failed, it did not pass."""
+    missing = [r.label for r in second.results if r.unavailable]
+    missing += [f"{c.source} -> {c.sink}" for c in second.cells if c.status == "unavailable"]
+    if VARIED not in second.versions or second.versions[VARIED] == "not installed":
+        missing.insert(0, f"{VARIED} is not installed there")
+    if not missing:
+        return second
+    return replace(second, status="error", detail="did not run: " + "; ".join(missing))

@@ -2,7 +2,8 @@
 
 A case module is any ``compat_matrix/cases/<name>.py`` with
 ``CASES = [(column, Verification), ...]``.
-A module whose optional library is missing becomes a column marked unavailable, not a crash.
+A module whose optional library is not installed becomes a column marked unavailable, not a
+crash; any other import error is a defect of ours, and is raised (the run fails).
 """
 
 from __future__ import annotations
@@ -14,11 +15,28 @@ import traceback
 import unittest
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import compat_matrix.cases as cases_pkg
 
-__all__ = ["CaseResult", "TestOutcome", "discover_cases", "run_case"]
+__all__ = [
+    "CaseResult",
+    "TestOutcome",
+    "case_modules",
+    "discover_cases",
+    "optional_missing",
+    "run_case",
+]
+
+OPTIONAL_LIBRARIES: Final = frozenset({"reactivex", "aioreactive", "pyspark", "pyarrow"})
+"""The libraries an adapter may lack (the extras): a column over a missing one is unavailable."""
+
+
+def optional_missing(exc: ImportError) -> str:
+    """The optional library whose absence ``exc`` reports, else "" (a broken import of ours,
+    which must fail the run, not pass for a missing library)."""
+    root = (exc.name or "").split(".")[0] if isinstance(exc, ModuleNotFoundError) else ""
+    return root if root in OPTIONAL_LIBRARIES else ""
 
 
 @dataclass
@@ -62,16 +80,23 @@ class CaseResult:
         return out
 
     def required_failures(self) -> list[TestOutcome]:
-        """The failed or erroring outcomes of required and stochastic tests."""
+        """The outcomes that fail the run: a required or stochastic test that failed, and any
+        error (the TCK turns an optional test's failure into a skip, so an error is a case
+        that broke, or one that overrode a TCK test)."""
         return [
             o
             for o in self.outcomes
-            if o.status in ("fail", "error") and o.kind in ("required", "stochastic")
+            if o.status == "error" or (o.status == "fail" and o.kind in ("required", "stochastic"))
         ]
 
     def to_json(self) -> dict[str, Any]:
         """The result as plain JSON-able data."""
         return asdict(self)
+
+
+def case_modules() -> list[str]:
+    """The names ``--only`` accepts: one per ``compat_matrix/cases`` module."""
+    return sorted(m.name for m in pkgutil.iter_modules(cases_pkg.__path__) if m.name[0] != "_")
 
 
 def discover_cases(
@@ -84,7 +109,9 @@ def discover_cases(
         name = f"{cases_pkg.__name__}.{info.name}"
         try:
             module = importlib.import_module(name)
-        except ImportError as exc:  # an optional library is missing
+        except ImportError as exc:
+            if not optional_missing(exc):
+                raise
             yield info.name, info.name, None, f"unavailable: {exc}"
             continue
         for column, verification in getattr(module, "CASES", []):
@@ -107,6 +134,20 @@ def run_case(
     for name, fn in _test_methods(cls):
         rule = str(getattr(fn, "rule", "?"))
         kind = str(getattr(fn, "kind", "required"))
+        if not fn.__module__.startswith("rs_core.tck"):  # the matrix reports the TCK's tests
+            result.outcomes.append(
+                TestOutcome(
+                    name,
+                    rule,
+                    kind,
+                    "error",
+                    f"{fn.__qualname__} replaces the TCK's test: a case may configure the "
+                    "verification, never override its tests",
+                )
+            )
+            if progress is not None:
+                progress()
+            continue
         instance = cls()
         status, detail = "pass", ""
         try:

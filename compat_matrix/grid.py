@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from compat_matrix._tck_run import optional_missing
 from rs_core import Publisher, Subscriber, Subscription, publish_on
 from rs_core._demand import add_cap
 
@@ -173,7 +174,7 @@ class _TapSubscriber:
 # -- the registries ------------------------------------------------------------------------
 
 
-def sources(spark: bool = False) -> Iterator[Source | tuple[str, str]]:
+def sources(spark: bool = False) -> Iterator[Source | tuple[str, str, str]]:
     """Every available source; ``(name, reason)`` for one whose library is missing.
     ``spark=True`` adds the Spark sources (starts a local Spark session)."""
     from adapters.iterables import from_iterable
@@ -187,7 +188,7 @@ def sources(spark: bool = False) -> Iterator[Source | tuple[str, str]]:
             lambda n, taken: from_async_iterable(_agen(n, taken), loop=_helper_loop()),
         )
     except ImportError as exc:
-        yield ("from_async_iterable", str(exc))
+        yield _missing("from_async_iterable", exc)
     try:
         import reactivex
 
@@ -202,7 +203,7 @@ def sources(spark: bool = False) -> Iterator[Source | tuple[str, str]]:
             library="reactivex",
         )
     except ImportError as exc:
-        yield ("from_observable", str(exc))
+        yield _missing("from_observable", exc)
     try:
         from adapters.aioreactive import from_async_observable
 
@@ -213,17 +214,17 @@ def sources(spark: bool = False) -> Iterator[Source | tuple[str, str]]:
             library="aioreactive",
         )
     except ImportError as exc:
-        yield ("from_async_observable", str(exc))
+        yield _missing("from_async_observable", exc)
     if spark:
         try:
             from compat_matrix.cases.spark import grid_sources
 
             yield from grid_sources()
         except ImportError as exc:
-            yield ("from_dataframe", str(exc))
+            yield _missing("from_dataframe", exc)
 
 
-def sinks() -> Iterator[Sink | tuple[str, str]]:
+def sinks() -> Iterator[Sink | tuple[str, str, str]]:
     """Every available sink; ``(name, reason)`` for one whose library is missing."""
     from adapters.iterables import to_iterator
 
@@ -251,7 +252,7 @@ def sinks() -> Iterator[Sink | tuple[str, str]]:
 
         yield Sink("to_async_iterator", to_async_iterator_sink)
     except ImportError as exc:
-        yield ("to_async_iterator", str(exc))
+        yield _missing("to_async_iterator", exc)
     try:
         from adapters.rx import to_observable
 
@@ -278,7 +279,7 @@ def sinks() -> Iterator[Sink | tuple[str, str]]:
 
         yield Sink("to_observable", to_observable_sink, library="reactivex")
     except ImportError as exc:
-        yield ("to_observable", str(exc))
+        yield _missing("to_observable", exc)
 
 
 def _gen(n: int, taken: Taken) -> Iterator[int]:
@@ -317,17 +318,30 @@ def _helper_loop() -> asyncio.AbstractEventLoop:
 # -- running -------------------------------------------------------------------------------
 
 
+def cell_bound(source: Source, via: str) -> int:
+    """The elements a cell may have in flight: each stage holds at most its prefetch, plus the
+    one element it has dequeued and is handing on, plus what the source itself holds."""
+    bound = PREFETCH + 1 + source.slack
+    if via == "publish_on":
+        bound += PUBLISH_ON_PREFETCH + 1
+    return bound
+
+
+def min_grid_elements() -> int:
+    """The fewest elements a cell may send: twice its bound, or an unbounded buffer could not
+    show (the Spark sources hold nothing beyond demand, so the others decide)."""
+    return 2 * max(cell_bound(s, "publish_on") for s in sources() if isinstance(s, Source))
+
+
 def run_cell(source: Source, sink: Sink, via: str, n: int, delay: float) -> Cell:
     """Feed ``n`` elements from ``source`` to ``sink`` with a consumer sleeping ``delay`` each."""
     meter = _Meter()
     publisher = source.make(n, meter.taken)
-    # Each stage holds at most its prefetch, plus the one element it has dequeued and is handing on.
-    bound = PREFETCH + 1 + source.slack
+    bound = cell_bound(source, via)
     executor: ThreadPoolExecutor | None = None
     if via == "publish_on":
         executor = ThreadPoolExecutor(1, thread_name_prefix="grid-publish-on")
         publisher = publish_on(publisher, executor, prefetch=PUBLISH_ON_PREFETCH)
-        bound += PUBLISH_ON_PREFETCH + 1
     if n < 2 * bound:  # fewer, and an unbounded buffer could not show
         raise ValueError(f"grid elements must be >= {2 * bound} (twice the bound), got {n}")
     publisher = _Tap(publisher, meter.on_delivered, meter.on_request)  # the sink's demand
@@ -377,9 +391,18 @@ def run_cell(source: Source, sink: Sink, via: str, n: int, delay: float) -> Cell
     )
 
 
-def _library(side: Source | Sink | tuple[str, str]) -> str:
-    """The foreign library of a source or sink ("" for ours, or for an unavailable one)."""
-    return "" if isinstance(side, tuple) else side.library
+def _missing(name: str, exc: ImportError) -> tuple[str, str, str]:
+    """``(name, reason, library)`` for a source or sink whose optional library is not
+    installed; any other import error is ours, and is raised (the run fails)."""
+    library = optional_missing(exc)
+    if not library:
+        raise exc
+    return name, str(exc), library
+
+
+def _library(side: Source | Sink | tuple[str, str, str]) -> str:
+    """The foreign library of a source or sink ("" for ours); an unavailable one's too."""
+    return side[2] if isinstance(side, tuple) else side.library
 
 
 def run_grid(
