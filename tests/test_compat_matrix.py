@@ -425,3 +425,15 @@ def test_a_second_environment_where_the_rx_columns_could_not_run_failed() -> Non
     )
     checked = _checked_second(unavailable)
     assert checked.status == "error" and failures([], [], checked) == [checked.describe()]
+    other = Cell(  # aioreactive is not installed there: that cell is unavailable, as anywhere
+        "from_async_observable",
+        "to_observable",
+        "direct",
+        "unavailable",
+        0,
+        0,
+        0,
+        "No module named 'aioreactive'",
+        ["aioreactive", "reactivex"],
+    )
+    assert _checked_second(SecondRun("py", "ran", dict(_RX6), [], [other])).status == "ran"
