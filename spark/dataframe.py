@@ -340,7 +340,11 @@ class BatchSubscriber(Generic[T]):
         self.request_batches(1)  # §2.1: the first batch
 
     def on_next(self, element: T) -> None:
-        require_element(element)  # §2.13
+        try:
+            require_element(element)
+        except TypeError as exc:  # §2.13: the publisher must stop signalling now, so the
+            self._fail(exc)  # sink fails with it (and cancels) rather than wait for ever
+            raise
         with self._cond:
             if self._done:
                 return  # §2.8: after cancel
@@ -354,7 +358,11 @@ class BatchSubscriber(Generic[T]):
             self._fail(OverflowViolation("§1.1: an element arrived that was not requested"))
 
     def on_error(self, error: Exception) -> None:
-        require_error(error)  # §2.13
+        try:
+            require_error(error)
+        except TypeError as exc:  # §2.13: the publisher must stop signalling now, so the
+            self._fail(exc)  # sink fails with it (and cancels) rather than wait for ever
+            raise
         with self._cond:
             late = self._done
             if not late:
@@ -471,7 +479,16 @@ class _ArrowBatcher:
     nested field, all ``None``) is taken from the next batches that have a value.
     """
 
-    __slots__ = ("_given", "_infer", "_inferred", "_large", "schema", "spark_schema")
+    __slots__ = (
+        "_given",
+        "_infer",
+        "_inferred",
+        "_large",
+        "_verified",
+        "_verifier",
+        "schema",
+        "spark_schema",
+    )
 
     def __init__(self, schema: StructType | str | None, session: SparkSession) -> None:
         from pyspark.sql.types import StructType
@@ -487,6 +504,8 @@ class _ArrowBatcher:
             == "TIMESTAMP_NTZ",
         }
         self._given = schema is not None
+        self._verifier: Callable[[Any], None] | None = None  # for the schema _verified
+        self._verified: StructType | None = None
         self._inferred: StructType | None = None  # Spark's inference so far, merged
         self.spark_schema: StructType | None = None
         self.schema: pa.Schema | None = None  # every batch is cast to it
@@ -536,8 +555,31 @@ class _ArrowBatcher:
             self.schema = self._arrow(self.spark_schema)
         schema = self.spark_schema
         assert schema is not None
+        self._verify(data, schema)
         table = LocalDataToArrowConversion.convert(data, schema, self._large)
         return table.combine_chunks().to_batches()[0]
+
+    def _verify(self, data: list[Any], schema: StructType) -> None:
+        """Refuse an element that does not fit ``schema``, as ``createDataFrame`` does
+        (``verifySchema``): the conversion would coerce it silently (``1.7`` into a ``BIGINT``
+        column becomes ``1``), so whether a stream failed or was quietly changed would depend
+        on where its batches happened to break."""
+        from pyspark.sql.types import _make_type_verifier
+
+        if self._verifier is None or self._verified is not schema:
+            self._verifier = _make_type_verifier(schema, nullable=False)
+            self._verified = schema
+        verify = self._verifier
+        for row in data:
+            try:
+                verify(row)
+            except (TypeError, ValueError) as exc:
+                source = "given" if self._given else "inferred from the first batch"
+                raise TypeError(
+                    f"to_dataframe: the element {row!r} does not fit the schema {source} "
+                    f"({schema.simpleString()}): {exc}"
+                    + ("" if self._given else "; pass schema= to say what the columns hold")
+                ) from exc
 
     def _fit(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         if self.schema is None:

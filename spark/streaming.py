@@ -287,7 +287,9 @@ class _StreamSource(Source[Any]):
             raise _Stopped(f"subscription cancelled during micro-batch {batch_id}")
 
 
-_TRIGGERS = frozenset({"processingTime", "once", "continuous", "availableNow"})
+_TRIGGERS = frozenset({"processingTime", "once", "availableNow"})
+"""The triggers ``foreachBatch`` runs under (it refuses ``continuous``, so a stream under it
+could never deliver: refused at the call)."""
 
 _CHECK_EVERY = 0.5
 """Seconds between two checks, by a blocked callback, that its query is still running."""
@@ -384,6 +386,10 @@ class StreamPublisher(Generic[T]):
                 ),
             )
             return
+        stopped = stopped_session(self._df)
+        if stopped is not None:  # known without calling Spark: refuse at once (§1.9)
+            reject(subscriber, RuntimeError(stopped))
+            return
         executor = ThreadPoolExecutor(1, thread_name_prefix="rs-spark-stream")
         source = _StreamSource(self._df, self._options, executor)
         DrainSubscription(_Hook(subscriber, source), source, OnExecutor(executor)).start()
@@ -429,6 +435,11 @@ def from_stream(
             raise TypeError(
                 "trigger must be a mapping of DataStreamWriter.trigger keyword arguments, "
                 f"e.g. {{'processingTime': '1 second'}}, got {trigger!r}"
+            )
+        if "continuous" in trigger:
+            raise ValueError(
+                "trigger={'continuous': ...} cannot work here: from_stream reads each "
+                "micro-batch with foreachBatch, which Spark refuses under a continuous trigger"
             )
         unknown = sorted(set(trigger) - _TRIGGERS)
         if unknown or len(trigger) > 1:

@@ -382,3 +382,30 @@ def test_batch_subscriber_rejects_none_and_bad_sizes() -> None:
     for k in (0, -1, True, 1.5):  # never a request(n <= 0) sent upstream in their name
         with pytest.raises(ValueError, match="k must be a positive int"):
             subscriber.request_batches(k)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 3])
+def test_to_dataframe_refuses_a_value_its_schema_would_coerce(spark: Any, batch_size: int) -> None:
+    """1.7 after an inferred BIGINT (or under a given one) is refused, as createDataFrame
+    refuses it: never a silent 1, whichever way the batches break (within the first batch,
+    Spark's inference refuses to merge the types; in a later one, the check names it)."""
+    data = [{"a": 1}, {"a": 1.7}, {"a": 2.9}]
+    refused = r"the element \{'a': 1.7\} does not fit the schema|CANNOT_MERGE_TYPE"
+    with pytest.raises(TypeError, match=refused):
+        to_dataframe(from_iterable(data), spark, batch_size=batch_size).collect()
+    with pytest.raises(TypeError, match="does not fit the schema given"):
+        to_dataframe(from_iterable(data), spark, schema="a BIGINT").collect()
+
+
+def test_batch_subscriber_fails_its_consumer_on_a_none_signal() -> None:
+    """A publisher that sends None gets TypeError (§2.13) and must then stop signalling: the
+    consumer waiting for a batch hears the error instead of waiting for ever."""
+    for signal in ("on_next", "on_error"):
+        upstream = RecordingSubscription()
+        subscriber: BatchSubscriber[int] = BatchSubscriber(2)
+        subscriber.on_subscribe(upstream)
+        with pytest.raises(TypeError, match="§2.13"):
+            getattr(subscriber, signal)(None)
+        with pytest.raises(TypeError, match="§2.13"):
+            next(subscriber.batches(timeout=5))
+        assert upstream.cancelled.is_set()

@@ -229,3 +229,29 @@ def test_stopping_the_session_under_a_slow_subscriber_fails_the_stream() -> None
     result = run_python("-c", _SESSION_STOP, timeout=300)
     assert "STOP_RETURNED" in result.stdout, result.stdout + result.stderr[-3000:]
     assert "ON_ERROR" in result.stdout, result.stdout + result.stderr[-3000:]
+
+
+def test_a_continuous_trigger_is_refused_at_the_call(spark: Any) -> None:
+    """foreachBatch does not run under a continuous trigger: every subscription would fail
+    at its first request, so the call says so at once."""
+    frame = spark.readStream.format("rate").load()
+    with pytest.raises(ValueError, match="continuous.*foreachBatch"):
+        from_stream(frame, trigger={"continuous": "1 second"})
+
+
+def test_a_stopped_session_is_refused_at_subscribe() -> None:
+    """As from_dataframe: a session known to be stopped gives on_subscribe then on_error
+    naming it, not a raw Py4JJavaError at the first request."""
+
+    class _Stopped:
+        isStreaming = True
+
+        class sparkSession:  # noqa: N801 - the shape of a DataFrame's session
+            class sparkContext:  # noqa: N801
+                _jsc = None
+
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(1)
+    from_stream(_Stopped()).subscribe(subscriber)  # type: ignore[arg-type]
+    subscriber.await_terminal(10)
+    assert isinstance(subscriber.error, RuntimeError)
+    assert "SparkContext of this DataFrame was stopped" in str(subscriber.error)
