@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import tempfile
 import threading
@@ -141,6 +142,7 @@ class _StreamSource(Source[Any]):
         finally:
             if self._checkpoint is not None and self._options.checkpoint_location is None:
                 shutil.rmtree(self._checkpoint, ignore_errors=True)
+                _TEMPORARY.discard(self._checkpoint)
             self._df = None
             self._wake = _nothing
             self._executor.shutdown(wait=False)
@@ -163,6 +165,7 @@ class _StreamSource(Source[Any]):
         checkpoint = options.checkpoint_location
         if checkpoint is None:
             checkpoint = tempfile.mkdtemp(prefix="rs-spark-stream-")
+            _TEMPORARY.add(checkpoint)
         self._checkpoint = checkpoint
         writer = self._df.writeStream.foreachBatch(self._on_batch).option(
             "checkpointLocation", checkpoint
@@ -291,6 +294,18 @@ _TRIGGERS = frozenset({"processingTime", "once", "availableNow"})
 """The triggers ``foreachBatch`` runs under (it refuses ``continuous``, so a stream under it
 could never deliver: refused at the call)."""
 
+_TEMPORARY: set[str] = set()
+"""The temporary checkpoints of subscriptions not closed yet: removed at exit if still there
+(a subscription the program never cancelled), as ``close()`` removes each."""
+
+
+@atexit.register
+def _remove_temporary() -> None:
+    for checkpoint in list(_TEMPORARY):
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    _TEMPORARY.clear()
+
+
 _CHECK_EVERY = 0.5
 """Seconds between two checks, by a blocked callback, that its query is still running."""
 
@@ -416,7 +431,8 @@ def from_stream(
             stream, and the subscription, once the available data is processed). A query
             stopped from outside (``query.stop()``) completes the subscription after the
             elements already handed over; a stopped session fails it.
-        checkpoint_location: kept if given; else a temporary folder, removed on cancel/end.
+        checkpoint_location: kept if given; else a temporary folder, removed on cancel/end
+            (or at exit, for a subscription the program never cancelled).
         query_name: the streaming query's name.
         max_rows_per_batch: arrow mode: at most this many rows per batch.
 

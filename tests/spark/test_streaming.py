@@ -255,3 +255,30 @@ def test_a_stopped_session_is_refused_at_subscribe() -> None:
     subscriber.await_terminal(10)
     assert isinstance(subscriber.error, RuntimeError)
     assert "SparkContext of this DataFrame was stopped" in str(subscriber.error)
+
+
+_NEVER_CANCELLED = textwrap.dedent(
+    """
+    from rs_core.testing import RecordingSubscriber
+    from spark import from_stream, streaming
+    from spark.local import local_session
+
+    spark = local_session("local[2]")
+    frame = spark.readStream.format("rate").option("rowsPerSecond", 50).load()
+    subscriber = RecordingSubscriber(1)
+    from_stream(frame, buffer_size=1).subscribe(subscriber)
+    subscriber.await_count(1, 120)
+    print("CHECKPOINTS", *streaming._TEMPORARY)
+    """  # the program ends here, its subscription never cancelled
+)
+
+
+def test_a_temporary_checkpoint_is_removed_at_exit_when_never_cancelled() -> None:
+    result = run_python("-c", _NEVER_CANCELLED, timeout=300)
+    line = next(
+        (x for x in result.stdout.splitlines() if x.startswith("CHECKPOINTS")),
+        "",
+    )
+    folders = line.split()[1:]
+    assert len(folders) == 1, result.stdout + result.stderr[-3000:]
+    assert not os.path.exists(folders[0])
