@@ -11,6 +11,7 @@ import pytest
 from adapters.iterables import from_iterable
 from rs_core import UNBOUNDED, BaseSubscriber, Subscription
 from rs_core._subscription import EMPTY_SUBSCRIPTION
+from rs_core.testing import race
 
 
 class Upstream:
@@ -350,18 +351,12 @@ def test_spec207_requests_from_many_threads_reach_the_subscription_one_at_a_time
     sub = Hooks()
     upstream = _SerialOnly()
     sub.on_subscribe(upstream)
-    start = threading.Barrier(4)
 
     def ask() -> None:
-        start.wait()
         for _ in range(5):
             sub.request(1)
 
-    threads = [threading.Thread(target=ask) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    race(ask, ask, ask, ask)
     assert upstream.overlaps == 0
     assert upstream.demand == 20
 
