@@ -361,9 +361,10 @@ def test_spec207_requests_from_many_threads_reach_the_subscription_one_at_a_time
     assert upstream.demand == 20
 
 
-def test_spec207_a_request_from_inside_a_request_is_passed_on_after_it_returns() -> None:
+def test_spec303_a_request_from_inside_a_request_goes_straight_to_the_subscription() -> None:
     """A synchronous publisher delivers inside request(); the subscriber asks again from
-    hook_on_next: the call is not nested inside the upstream's request (§3.3 either way)."""
+    hook_on_next, on the same thread: that is serial (§2.7), so it is passed on at once, not
+    held for another thread's turn (the publisher bounds the recursion, §3.3)."""
     depths: list[int] = []
     inside = 0
 
@@ -386,7 +387,7 @@ def test_spec207_a_request_from_inside_a_request_is_passed_on_after_it_returns()
 
     sub = Again(initial=1)
     sub.on_subscribe(Sync())
-    assert depths == [1, 1, 1, 1, 1]
+    assert depths == [1, 2, 3, 4, 5]
     assert [c[1] for c in sub.calls if c[0] == "next"] == [1, 2, 3, 4]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from threading import get_ident
 from typing import Generic, TypeVar
 
 from rs_core._demand import UNBOUNDED, add_cap
@@ -29,9 +30,11 @@ class BaseSubscriber(Generic[T]):
     ``hook_on_next``, ``hook_on_error`` (default: report through ``logging``) and
     ``hook_on_complete``; call ``request(n)`` and ``cancel()`` from anywhere.
 
-    ``request`` calls reach the subscription one at a time (§2.7): a call made while another
-    is in progress (on another thread, or reentrantly from ``hook_on_next``) adds its demand
-    to what the caller in progress passes on when its call returns; demand requested before
+    ``request`` calls from different threads reach the subscription one at a time (§2.7): a
+    call made while another thread's is in progress adds its demand to what that caller
+    passes on when its call returns; one made from inside a signal that this thread's
+    ``request`` caused (``hook_on_next`` asking for more) goes straight through, as the
+    publisher must take it (§3.3 bounds that recursion); demand requested before
     ``on_subscribe`` is passed on after ``hook_on_subscribe``. ``cancel`` goes straight to
     the subscription, even while a ``request`` is in progress there: §3.5 makes ``cancel``
     thread-safe, and waiting for a ``request`` that emits synchronously would delay it for
@@ -54,9 +57,9 @@ class BaseSubscriber(Generic[T]):
         self._done = False
         self._cancelled = False  # by cancel() or a failing hook, not by a terminal signal
         self._rejected = False  # a second publisher rejected us: its on_error is coming
-        # §2.7: one request() at a time reaches the upstream; the others leave their demand
-        # here for the caller in progress (or on_subscribe) to pass on.
-        self._requesting = False
+        # §2.7: one thread's request() at a time reaches the upstream; the others leave their
+        # demand here for the caller in progress (or on_subscribe) to pass on.
+        self._requester = 0  # the thread whose request() is passing demand on, 0 for none
         self._missed = 0  # positive demand not passed on yet (saturating)
         self._missed_bad: int | None = None  # the first request(n <= 0) not passed on yet
 
@@ -74,12 +77,12 @@ class BaseSubscriber(Generic[T]):
             cancel_quietly(subscription)
             return
         with self._lock:
-            self._requesting = True  # requests from the hook wait for its return
+            self._requester = get_ident()  # other threads' requests wait for the hook
         try:
             self.hook_on_subscribe(subscription)
         except Exception as exc:
             with self._lock:
-                self._requesting = False
+                self._requester = 0
             self._fail(exc)
             return
         self._pass_requests()  # the hook's, and any made before on_subscribe
@@ -122,28 +125,40 @@ class BaseSubscriber(Generic[T]):
         returns, or after ``hook_on_subscribe`` when called before ``on_subscribe``. A
         non-positive ``n`` is passed on as it is, for the publisher's ``on_error`` (§3.9).
         """
+        me = get_ident()
         with self._lock:
             if self._done:
                 return
-            if n > 0:
-                self._missed = add_cap(self._missed, n)
-            elif self._missed_bad is None:
-                self._missed_bad = n
-            if self._requesting or self._upstream is None:
-                return  # the caller in progress, or on_subscribe, passes it on
-            self._requesting = True
-        self._pass_requests()
+            upstream = self._upstream
+            if upstream is None or (self._requester and self._requester != me):
+                if n > 0:  # on_subscribe, or the other thread's caller, passes it on
+                    self._missed = add_cap(self._missed, n)
+                elif self._missed_bad is None:
+                    self._missed_bad = n
+                return
+            reentrant = self._requester == me  # from inside a signal our own request caused
+            self._requester = me
+        if reentrant:  # serial all the same (§2.7); §3.3 bounds the recursion upstream
+            upstream.request(n)
+            return
+        try:
+            upstream.request(n)
+        except BaseException:  # §3.16 broken by the upstream: the caller hears it
+            with self._lock:
+                self._requester = 0
+            raise
+        self._pass_requests()  # what other threads asked for meanwhile
 
     def _pass_requests(self) -> None:
         """Pass the demand left by ``request`` on to the upstream, one call at a time, until
-        none is left; only the holder of ``_requesting`` calls this."""
+        none is left; only the ``_requester`` thread calls this."""
         while True:
             with self._lock:
                 upstream = self._upstream
                 missed, self._missed = self._missed, 0
                 bad, self._missed_bad = self._missed_bad, None
                 if upstream is None or self._done or (not missed and bad is None):
-                    self._requesting = False
+                    self._requester = 0
                     return
             try:
                 if missed:
@@ -152,7 +167,7 @@ class BaseSubscriber(Generic[T]):
                     upstream.request(bad)
             except BaseException:  # §3.16 broken by the upstream: the caller hears it
                 with self._lock:
-                    self._requesting = False
+                    self._requester = 0
                 raise
 
     def cancel(self) -> None:
