@@ -31,6 +31,31 @@ def _ours(n: int) -> int:
     return n
 
 
+class _NoDemand:
+    """A subscription that ignores requests: the floor line below keeps no demand."""
+
+    def request(self, n: int) -> None:
+        pass
+
+    def cancel(self) -> None:
+        pass
+
+
+def _forwarding(n: int) -> int:
+    """The floor of any adapter that sees each element in Python: RxPY calls one function,
+    which calls the same counting subscriber, and keeps no demand at all."""
+    counter = _Counter(256)
+    counter.subscription = _NoDemand()
+    on_next = counter.on_next
+
+    def forward(element: Any) -> None:
+        on_next(element)
+
+    reactivex.from_iterable(range(n)).subscribe(on_next=forward)
+    assert counter.count == n
+    return n
+
+
 # -- peak memory: a fast hot source, a slow consumer ------------------------------------------
 
 
@@ -145,7 +170,19 @@ def run(n: int = 300_000, repeats: int = 7, mem_items: int = 200_000) -> list[Re
             target=0.5,
             baseline_name="reactivex.from_iterable(...).subscribe(on_next=...) (no backpressure)",
             note="the owned thread delivers straight to on_next under a lease of demand "
-            "(one lock per lease) and waits for room when demand runs out",
+            "(one lock per lease) and waits for room when demand runs out; the floor line "
+            "below is the same with every per-element check left out",
+        ),
+        compare(
+            "floor: reactivex.from_iterable(range) -> one Python call -> the same counting "
+            "subscriber, no demand kept",
+            lambda: _forwarding(n),
+            lambda: _rxpy(n),
+            repeats=repeats,
+            baseline_name="reactivex.from_iterable(...).subscribe(on_next=...) (no backpressure)",
+            note="reported only: what one call per element between RxPY and the subscriber "
+            "costs, before any check; the lease above adds the per-element ones (demand "
+            "left, a reentrant push, the emitting thread, a cancel)",
         ),
         peak_memory(mem_items),
     ]

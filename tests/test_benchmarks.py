@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.__main__ import _as_result
 from benchmarks._harness import Result
 
@@ -30,3 +32,19 @@ def test_a_suite_returning_dicts_keeps_lower_is_better() -> None:
     )
     assert result.lower_is_better and result.advantage == 3.0
     assert not _as_result({"name": "rate", "ours": 1.0, "baseline": 3.0}).lower_is_better
+
+
+def test_the_core_and_rx_suites_run_and_state_their_floors() -> None:
+    """A smoke run at tiny sizes (every line counts its elements, or asserts): rates are
+    positive, and the publish_on lines carry the executor round trip measured in the run."""
+    pytest.importorskip("reactivex")
+    from benchmarks import core_bench, rx_bench
+
+    results = core_bench.run(n=2_000, repeats=1)
+    results += rx_bench.run(n=2_000, repeats=1, mem_items=2_000)
+    assert all(r.ours > 0 for r in results)
+    hand_offs = [r for r in results if r.name.startswith("publish_on")]
+    assert [r.note.count("executor round trip") for r in hand_offs] == [1, 1]
+    assert "window of 192 elements" in hand_offs[0].note
+    assert "window of 768 elements" in hand_offs[1].note
+    assert any(r.name.startswith("floor:") and r.ratio for r in results)
