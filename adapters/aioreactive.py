@@ -44,16 +44,27 @@ _TASKS: Final[set[asyncio.Task[Any]]] = set()
 """Strong references to the tasks this module starts (the loop holds tasks only weakly)."""
 
 
-def _spawn(loop: asyncio.AbstractEventLoop, coro: Awaitable[Any], what: str) -> asyncio.Task[None]:
-    task = loop.create_task(_guard(coro, what))
+def _spawn(
+    loop: asyncio.AbstractEventLoop,
+    start: Callable[[], Awaitable[Any]],
+    what: str,
+    on_cancelled: Callable[[], None] | None = None,
+) -> asyncio.Task[None]:
+    """Run ``start()`` as a task on ``loop``. The coroutine is made when the task first runs,
+    so a task cancelled before then (the end of ``asyncio.run``) leaves no coroutine never
+    awaited; ``on_cancelled`` runs on the loop whenever the task ends cancelled, before it
+    started or not."""
+    task = loop.create_task(_guard(start, what))
     _TASKS.add(task)
     task.add_done_callback(_TASKS.discard)
+    if on_cancelled is not None:
+        task.add_done_callback(lambda done: on_cancelled() if done.cancelled() else None)
     return task
 
 
-async def _guard(coro: Awaitable[Any], what: str) -> None:
+async def _guard(start: Callable[[], Awaitable[Any]], what: str) -> None:
     try:
-        await coro
+        await start()
     except Exception as exc:  # nobody awaits this task: report instead of losing the error
         report_dropped(exc, where=f"aioreactive adapter: {what}")
 
@@ -110,33 +121,47 @@ class _HandOff(AsyncObserver[T], Source[T]):
         """Subscribe to the aioreactive source (on the loop), unless already cancelled."""
         source, self._source = self._source, None
         if source is not None and not self._closed:
-            _spawn(self._loop, self._subscribe(source), "subscribing the source")
+            _spawn(
+                self._loop,
+                lambda: self._subscribe(source),
+                "subscribing the source",
+                on_cancelled=self._loop_ended,
+            )
 
     async def _subscribe(self, source: AsyncObservable[T]) -> None:
         """Subscribe, then watch the loop until close(): this task is ours alone, so if it is
-        cancelled before then, the loop is shutting down (the end of ``asyncio.run``)."""
+        cancelled before then (even before it started), the loop is shutting down (the end of
+        ``asyncio.run``), and ``_loop_ended`` runs."""
         try:
             disposable = await source.subscribe_async(self)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # our task: the loop shutting down
+            error = RuntimeError(  # the source's own: it will never be subscribed (§1.4)
+                "from_async_observable(): the source's subscribe_async() was cancelled"
+            )
+            self._fail(error)
+            return
         except Exception as exc:  # §1.4: a source that cannot be subscribed to fails
-            await self.athrow(exc)
+            self._fail(exc)
             return
         if self._closed:  # cancelled while subscribing
             await disposable.dispose_async()
             return
         self._disposable = disposable
         ended = self._ended = self._loop.create_future()
-        try:
-            await ended
-        except asyncio.CancelledError:
-            # Nothing will run the source again; a subscriber waiting with demand on another
-            # thread must hear it (§1.4), not wait forever.
-            await self.athrow(
-                RuntimeError(
-                    "from_async_observable(): the event loop is shutting down (its tasks were "
-                    "cancelled); the stream cannot go on"
-                )
+        await ended
+
+    def _loop_ended(self) -> None:
+        """Nothing will run the source again; a subscriber waiting with demand on another
+        thread must hear it (§1.4), not wait forever."""
+        self._fail(
+            RuntimeError(
+                "from_async_observable(): the event loop is shutting down (its tasks were "
+                "cancelled); the stream cannot go on"
             )
-            raise
+        )
 
     def _check_loop(self) -> None:
         if asyncio._get_running_loop() is not self._loop:
@@ -154,7 +179,9 @@ class _HandOff(AsyncObserver[T], Source[T]):
             permit = self._permit
             if permit is None:
                 permit = self._permit = self._loop.create_future()
-            await permit  # CancelledError (the source disposed) propagates
+            # Shielded: the permit is shared by every waiting asend, and cancelling one
+            # waiter (a timeout, the source disposed) must not cancel the others'.
+            await asyncio.shield(permit)
         if self._closed or self._terminal is not None:
             # Cancelled (§3.12: dropped) or after a terminal signal (§1.7: ignored). Yield once,
             # so a source that loops without awaiting anything else lets the disposal run.
@@ -167,6 +194,10 @@ class _HandOff(AsyncObserver[T], Source[T]):
     async def athrow(self, error: Exception) -> None:
         """The source failed: ``on_error`` after the element in the slot, if any (§1.4)."""
         self._check_loop()
+        thrown: object = error  # a source may throw anything: None, a cancellation
+        self._fail(thrown if isinstance(thrown, Exception) else _not_an_exception(thrown))
+
+    def _fail(self, error: Exception) -> None:
         if self._terminal is None and not self._closed:
             self._terminal = _Failure(error)
             self._release_senders()
@@ -236,7 +267,18 @@ class _HandOff(AsyncObserver[T], Source[T]):
             ended.set_result(None)  # the watch in _subscribe ends
         disposable, self._disposable = self._disposable, None
         if disposable is not None:  # else _subscribe disposes once subscribe_async returns
-            _spawn(self._loop, disposable.dispose_async(), "disposing the source")
+            _spawn(self._loop, disposable.dispose_async, "disposing the source")
+
+
+def _not_an_exception(error: object) -> Exception:
+    """What ``on_error`` gets for an ``athrow`` of something that is no ``Exception`` (§2.13:
+    ``on_error`` takes an Exception): a ``TypeError`` naming it, caused by it when it can be."""
+    wrapped = TypeError(
+        f"from_async_observable(): the source threw {error!r}, which is not an Exception"
+    )
+    if isinstance(error, BaseException):
+        wrapped.__cause__ = error
+    return wrapped
 
 
 @final
@@ -394,13 +436,14 @@ class PublisherAsyncObservable(AsyncObservable[T], Generic[T]):
         disposal = _Disposal()
         task = _spawn(
             asyncio.get_running_loop(),
-            _pump(iterator, observer, disposal),
+            lambda: _pump(iterator, observer, disposal),
             "sending to an observer",
         )
 
         async def dispose() -> None:
             disposal.done = True
-            task.cancel()
+            if task is not asyncio.current_task():  # from inside the observer's own asend or
+                task.cancel()  # aclose, the pump ends by itself: let the observer's code finish
             await iterator.aclose()
 
         return AsyncDisposable.create(dispose)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import random
 import threading
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from functools import partial
 from typing import Any
 
 import aioreactive as rx
@@ -332,6 +335,114 @@ class TestFromAsyncObservable:
         assert isinstance(sub.error, RuntimeError) and "shutting down" in str(sub.error)
         sub.assert_no_violations()
 
+    def test_the_loop_ending_before_the_source_is_subscribed_fails_the_stream(self) -> None:
+        """asyncio.run ending right after subscribe: the subscribing task is cancelled before
+        its first step. The subscriber still hears on_error, and no coroutine is left never
+        awaited (the task makes its coroutine when it starts)."""
+        sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+
+        async def main() -> None:
+            from_async_observable(AwaitingSource(10)).subscribe(sub)
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            asyncio.run(main(), debug=True)
+            gc.collect()
+        sub.await_terminal(5)
+        assert isinstance(sub.error, RuntimeError) and "shutting down" in str(sub.error)
+        assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
+
+    def test_the_loop_ending_while_subscribe_async_awaits_fails_the_stream(self) -> None:
+        """asyncio.run ending while the source's subscribe_async is still connecting."""
+
+        class SlowConnect(AsyncObservable[int]):
+            async def subscribe_async(
+                self, send: Any = None, throw: Any = None, close: Any = None
+            ) -> AsyncDisposable:
+                await asyncio.sleep(3600)
+                return AsyncDisposable.empty()  # pragma: no cover - never reached
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(5)
+
+        async def main() -> None:
+            from_async_observable(SlowConnect()).subscribe(sub)
+            await asyncio.sleep(0.05)  # subscribe_async is in flight
+
+        asyncio.run(main(), debug=True)
+        sub.await_terminal(5)
+        assert isinstance(sub.error, RuntimeError) and "shutting down" in str(sub.error)
+
+    def test_a_subscribe_async_cancelled_by_the_source_is_on_error(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """subscribe_async raising CancelledError of its own (a future someone else cancelled)
+        while the loop runs on: the source will never be subscribed, so on_error (§1.4)."""
+
+        class Flaky(AsyncObservable[int]):
+            async def subscribe_async(
+                self, send: Any = None, throw: Any = None, close: Any = None
+            ) -> AsyncDisposable:
+                connected = asyncio.get_running_loop().create_future()
+                asyncio.get_running_loop().call_soon(connected.cancel)
+                await connected
+                return AsyncDisposable.empty()  # pragma: no cover - never reached
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+        from_async_observable(Flaky(), loop=loop).subscribe(sub)
+        sub.await_terminal(5)
+        assert isinstance(sub.error, RuntimeError) and "was cancelled" in str(sub.error)
+
+    def test_athrow_of_something_not_an_exception_is_on_error(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """athrow(CancelledError()) (a BaseException) or athrow(None) from a source: on_error
+        with a TypeError naming it, after the elements before it; cancel afterwards still
+        disposes nothing twice and raises nothing."""
+        for thrown in (asyncio.CancelledError("upstream task was cancelled"), None):
+            source = Capturing()
+            sub: RecordingSubscriber[int] = RecordingSubscriber(5)
+            from_async_observable(source, loop=loop).subscribe(sub)
+            settle(loop)
+            observer = source.observers[0]
+            on_loop(loop, partial(observer.asend, 1))
+            on_loop(loop, partial(observer.athrow, thrown))
+            sub.await_terminal(5)
+            assert sub.elements == [1]
+            assert isinstance(sub.error, TypeError) and "not an Exception" in str(sub.error)
+            assert sub.error.__cause__ is thrown
+            sub.cancel()
+            sub.assert_no_violations()
+
+    def test_cancelling_one_waiting_asend_leaves_the_others_waiting(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """The asends waiting for demand share one permit: a producer that gives up (a
+        timeout) must neither cancel another's wait nor make later asends fail at once."""
+        source = Capturing()
+        sub: RecordingSubscriber[str] = RecordingSubscriber(0)
+        from_async_observable(source, loop=loop).subscribe(sub)  # type: ignore[arg-type]
+        settle(loop)
+        observer: AsyncObserver[Any] = source.observers[0]
+
+        async def scenario() -> tuple[bool, bool]:
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(observer.asend("gave up"), 0.02)
+            with pytest.raises(asyncio.TimeoutError):  # the retry waits again: no demand
+                await asyncio.wait_for(observer.asend("gave up again"), 0.02)
+            first = asyncio.create_task(observer.asend("first"))
+            second = asyncio.create_task(observer.asend("second"))
+            await asyncio.sleep(0.01)
+            first.cancel()
+            await asyncio.sleep(0.01)
+            waiting = not second.done()
+            sub.request(1)
+            await asyncio.wait_for(second, 5)
+            return waiting, first.cancelled()
+
+        assert on_loop(loop, scenario) == (True, True)
+        assert sub.elements == ["second"]
+        sub.cancel()
+
     def test_subscribe_async_failure_is_on_error(self, loop: asyncio.AbstractEventLoop) -> None:
         """A source whose subscribe_async raises fails the subscriber (§1.4)."""
 
@@ -494,6 +605,60 @@ class TestFromAsyncObservable:
 
 
 class TestToAsyncObservable:
+    @pytest.mark.asyncio
+    @pytest.mark.parametrize("where", ["asend", "aclose"])
+    async def test_disposing_from_inside_the_observer_lets_its_code_finish(
+        self, where: str
+    ) -> None:
+        """Disposing the subscription from inside the observer's own asend (take, first) or
+        aclose ends the stream without cancelling the code that disposed: what follows its
+        dispose_async still runs, and nothing is sent after it."""
+        log: list[Any] = []
+        held: list[AsyncDisposable] = []
+
+        async def asend(x: int) -> None:
+            log.append(x)
+            if where == "asend" and x == 1:
+                await held[0].dispose_async()
+                await asyncio.sleep(0)  # its clean-up awaits something
+                log.append("asend cleaned up")
+
+        async def aclose() -> None:
+            log.append("aclose")
+            if where == "aclose":
+                await held[0].dispose_async()
+                await asyncio.sleep(0)
+                log.append("aclose cleaned up")
+
+        observable = to_async_observable(from_iterable(range(3)))
+        held.append(await observable.subscribe_async(AsyncAnonymousObserver(asend, None, aclose)))
+        for _ in range(30):
+            await asyncio.sleep(0)
+        if where == "asend":
+            assert log == [0, 1, "asend cleaned up"]
+        else:
+            assert log == [0, 1, 2, "aclose", "aclose cleaned up"]
+
+    def test_disposing_at_once_leaves_no_coroutine_never_awaited(self) -> None:
+        """dispose right after subscribe_async cancels the pump task before its first step:
+        no 'coroutine ... was never awaited' warning, and upstream is cancelled."""
+        pub = ManualPublisher()
+
+        async def main() -> None:
+            async def send(x: Any) -> None:
+                pass
+
+            disposable = await to_async_observable(pub).subscribe_async(send)
+            await disposable.dispose_async()
+            await asyncio.sleep(0.01)
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            asyncio.run(main(), debug=True)
+            gc.collect()
+        assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
+        assert pub.subscription.cancelled.is_set()
+
     @pytest.mark.asyncio
     async def test_each_asend_is_awaited_and_the_window_is_bounded(self) -> None:
         """One asend at a time; nothing more is requested while the window is unconsumed."""
