@@ -30,7 +30,7 @@ import reactivex
 from reactivex import Observable
 from reactivex.abc import DisposableBase, ObserverBase, SchedulerBase
 from reactivex.disposable import Disposable
-from reactivex.scheduler import CurrentThreadScheduler, NewThreadScheduler
+from reactivex.scheduler import CurrentThreadScheduler, NewThreadScheduler, TimeoutScheduler
 from reactivex.subject import Subject
 
 from rs_core._demand import UNBOUNDED, add_cap
@@ -73,8 +73,9 @@ class Overflow(enum.Enum):
 
 
 class _Stop(Exception):
-    """Raised into a synchronous Rx producer on the adapter's own thread to end it after
-    cancel; never raised on any other thread."""
+    """Raised into a synchronous Rx producer to end it: on the adapter's own thread after
+    cancel, or by ``rx_processor`` into a chain's subscribe-time producer that overflowed;
+    never raised on any other thread."""
 
 
 _ON_LOOP: Final = (
@@ -164,12 +165,16 @@ class _BufferSource(Source[T]):
         self._wake()
 
     def _discard(self) -> None:
-        """Cancel: record the end and drop the buffer, ordered against pushes (§3.13). The
-        elements are let go after the lock: a finalizer of theirs never runs under it."""
+        """Close: record the end and drop the buffer and the error, ordered against pushes
+        (§3.13). The error goes too: raised by ``poll``, its traceback holds the drain's
+        frames, and through them the subscriber, for as long as this source lives (an
+        ``rx_processor`` keeps it). The elements are let go after the lock: a finalizer of
+        theirs never runs under it."""
         with self._pushing:
             self._done = True
             dropped = self._items.copy()
             self._items.clear()
+            self._error = None  # the subscriber has had it, or never will (cancelled)
         dropped.clear()
 
     def poll(self) -> T | _Marker:
@@ -584,7 +589,8 @@ class _ObserverSubscriber(Generic[T]):
 
     An observer whose ``on_next`` raises ends the stream with that error, as Rx's own sources
     do (``reactivex.from_iterable`` catches it and calls ``on_error``): the subscription is
-    cancelled first (§3.12), so nothing else reaches the observer."""
+    cancelled first (§3.12), so nothing else reaches the observer; the publisher's own
+    ``cancel`` follows once that ``on_next`` has returned."""
 
     __slots__ = ("_observer", "_subscription")
 
@@ -669,6 +675,23 @@ def to_observable(publisher: Publisher[T], *, prefetch: int = 256) -> Observable
 # -- rx_processor ------------------------------------------------------------------------------
 
 
+class _ChainScheduler(CurrentThreadScheduler):
+    """The default scheduler of one processor's chain: a trampoline per thread of its own.
+
+    Work an operator schedules to run now (``reactivex.of`` inside ``flat_map``, the prefix of
+    ``start_with``) then runs inside the input's ``on_next``, even when another Rx trampoline
+    is running on this thread (an upstream that is an Rx source, or another processor): the
+    thread's shared trampoline would queue it until that one's current action returned,
+    after ``on_next``. Work due later goes to the ``TimeoutScheduler``, where Rx's timed
+    operators put it by default, and never blocks the input's thread.
+    """
+
+    def schedule_absolute(self, duetime: Any, action: Any, state: Any = None) -> DisposableBase:
+        if self.to_datetime(duetime) > self.now:
+            return TimeoutScheduler.singleton().schedule_absolute(duetime, action, state)
+        return super().schedule_absolute(duetime, action, state)
+
+
 @final
 class RxProcessor(Generic[T, R]):
     """A Processor running an RxPY operator chain with demand kept on both sides.
@@ -692,7 +715,12 @@ class RxProcessor(Generic[T, R]):
     (``take_last``, ``to_list``, ``concat``, ``catch``, ``default_if_empty``) may fill the
     buffer up to ``buffer_size`` beyond the subscriber's demand; past that the stream fails
     with ``OverflowViolation`` (an endless fallback would otherwise hold upstream's thread
-    and grow the buffer for ever). Operators whose outputs are hot Observables (``window*``,
+    and grow the buffer for ever); so do operators that emit while the chain is subscribed
+    (``start_with``, ``merge`` with a cold Observable), before any subscriber. Work an
+    operator schedules at once runs on the chain's own trampoline (``_ChainScheduler``), so
+    it emits inside the input's signal; an operator that subscribes to the input late
+    (``subscribe_on``) gets every element: nothing is requested before the chain listens.
+    Operators whose outputs are hot Observables (``window*``,
     ``group_by``) must be flattened inside the chain
     (``ops.flat_map(lambda w: w.pipe(ops.to_list()))``): a window waiting in the buffer
     misses the elements emitted into it meanwhile. The chain is fed
@@ -704,7 +732,7 @@ class RxProcessor(Generic[T, R]):
     ``on_next`` or calls ``request``. Errors from the chain or upstream arrive after the
     outputs already buffered (§1.4). The chain ending by itself (``take``, an operator error)
     cancels upstream at once (§3.12); downstream cancel cancels upstream and disposes the
-    chain. Rules: §1.1, §1.3, §1.9, §2.5, §2.13, §3.13 (with the drain).
+    chain. Rules: §1.1, §1.3, §1.9, §2.5, §2.7, §2.13, §3.13 (with the drain).
     """
 
     def __init__(self, operators: tuple[Callable[[Any], Any], ...], buffer_size: int) -> None:
@@ -727,6 +755,8 @@ class RxProcessor(Generic[T, R]):
         self._source: _ProcessorSource[R] = _ProcessorSource(self)
         self._subject: Subject[T] = Subject()
         self._fed = False  # the chain subscribed to its input (once: see _feed)
+        self._listening = False  # ... and now hears it: nothing is requested before
+        self._replenishing = False  # a thread is passing requests upstream (§2.7)
         self._chain: DisposableBase = Disposable()
         feed: Observable[T] = reactivex.create(self._feed)
         chain: Observable[Any] = feed.pipe(*operators) if operators else feed
@@ -736,15 +766,24 @@ class RxProcessor(Generic[T, R]):
                 f"{type(chain).__name__}): pass operators applied to their arguments, "
                 "ops.map(f), not ops.map"
             )
-        self._feeding = get_ident()  # outputs at subscribe time (start_with) are fine
+        # Outputs while the chain is being subscribed (start_with, merge with a cold
+        # Observable) are paced by no request: at most buffer_size of them (see push_checked).
+        self._subscribing = True
+        self._feeding = get_ident()
         try:
             self._chain = chain.subscribe(
                 on_next=self._source.push_checked,
                 on_error=self._chain_ended,
                 on_completed=lambda: self._chain_ended(None),
+                scheduler=_ChainScheduler(),
             )
+        except _Stop:
+            pass  # an endless subscribe-time producer, unwound (the stream has failed)
         finally:
             self._feeding = 0
+            self._subscribing = False
+        if self._source._done:
+            _dispose(self._chain)  # it ended while subscribing
 
     @property
     def buffer_size(self) -> int:
@@ -756,8 +795,15 @@ class RxProcessor(Generic[T, R]):
         inside upstream's on_complete: the stream fails instead, from outside the chain."""
         with self._lock:
             again, self._fed = self._fed, True
+        if self._source._done:  # cancelled before a late subscription (subscribe_on)
+            return Disposable()
         if not again:
-            return self._subject.subscribe(observer)
+            # An operator may subscribe late (subscribe_on, delay_subscription): the Subject
+            # is hot, so upstream is asked for elements only once the chain hears them.
+            disposable = self._subject.subscribe(observer)
+            self._listening = True
+            self._replenish()
+            return disposable
         self._chain_ended(
             RuntimeError(
                 "rx_processor: an operator subscribed to the chain's input a second time "
@@ -783,12 +829,15 @@ class RxProcessor(Generic[T, R]):
     def on_next(self, element: T) -> None:
         require_element(element)  # §2.13
         source = self._source
+        if source._done:
+            return  # the stream is over: an element in flight after our cancel (§3.12)
         before = source.produced
         self._feeding = get_ident()  # an output on another thread, or after this returns,
         try:  # comes from an operator that shifts it in time: see _ProcessorSource
             self._subject.on_next(element)
         except Exception as exc:  # an operator raised outside Rx's own error handling
-            self._chain_ended(exc)
+            if not source._done:  # (else: the input was released meanwhile, see _close)
+                self._chain_ended(exc)
             return
         finally:
             self._feeding = 0
@@ -804,21 +853,32 @@ class RxProcessor(Generic[T, R]):
     def on_error(self, error: Exception) -> None:
         require_error(error)  # §2.13
         self._upstream_done = True  # §2.3/§2.4: never call the subscription again
-        self._feeding = get_ident()  # a fallback (catch) may emit here
-        try:
-            self._subject.on_error(error)  # §4.1: through the chain to the subscriber
-        finally:
-            self._feeding = 0
+        if self._source._done:  # after our cancel it may race in (§1.8); never lose it
+            report_dropped(error, rule="1.8", where="rx_processor: on_error after the end")
+            return
+        self._input(self._subject.on_error, error)  # §4.1: through the chain (catch may
+        # emit here)
 
     def on_complete(self) -> None:
         self._upstream_done = True
-        self._feeding = get_ident()  # take_last, to_list, concat emit here
+        if not self._source._done:
+            self._input(self._subject.on_completed)  # take_last, to_list, concat emit here
+
+    def _input(self, signal: Callable[..., None], *args: Any) -> None:
+        """An upstream terminal signal into the chain, whose outputs count as the input's."""
+        self._feeding = get_ident()
         try:
-            self._subject.on_completed()
+            signal(*args)
+        except Exception:
+            if not self._source._done:
+                raise
+            # else: the input was released meanwhile (see _close): the stream is over
         finally:
             self._feeding = 0
 
     def _chain_ended(self, error: Exception | None) -> None:
+        if isinstance(error, _Stop):
+            return  # our own unwinding (push_checked), routed to on_error by an Rx source
         self._source.finish(error)
         self._cancel_upstream()  # no-op when upstream's own end caused it
 
@@ -836,18 +896,42 @@ class RxProcessor(Generic[T, R]):
         return free if free >= window - window // 4 else 0
 
     def _replenish(self) -> None:
-        """Request what fits in the output buffer (§1.1 bound kept downstream)."""
+        """Request what fits in the output buffer (§1.1 bound kept downstream).
+
+        Called from upstream's ``on_next`` and from the subscriber's drain, maybe on two
+        threads: one of them requests at a time (§2.7), and looks again after each request
+        until nothing fits, so what another thread freed meanwhile is requested too. A
+        call made while a request is in progress (another thread's, or this thread's own,
+        from an ``on_next`` inside ``request``) leaves it to that loop."""
         with self._lock:
-            upstream = self._upstream
-            if upstream is None or upstream is CANCELLED or self._upstream_done:
+            if self._replenishing:
                 return
-            if self._source._done:
-                return
-            n = self._room()
-            if n <= 0:
-                return
-            self._outstanding += n
-        upstream.request(n)
+            self._replenishing = True
+        n = 0
+        try:
+            while True:
+                with self._lock:
+                    upstream = self._upstream
+                    n = self._room() if self._requestable(upstream) else 0
+                    if n <= 0:
+                        self._replenishing = False
+                        return
+                    self._outstanding += n
+                upstream.request(n)  # type: ignore[union-attr]  # _requestable: not None
+        finally:
+            if n > 0:  # request raised: let a later call try again
+                with self._lock:
+                    self._replenishing = False
+
+    def _requestable(self, upstream: Subscription | None) -> bool:
+        """Under ``_lock``: upstream may be asked for more now."""
+        return (
+            upstream is not None
+            and upstream is not CANCELLED
+            and self._listening
+            and not self._upstream_done
+            and not self._source._done
+        )
 
     def _cancel_upstream(self) -> None:
         with self._lock:
@@ -855,6 +939,14 @@ class RxProcessor(Generic[T, R]):
         if upstream is not None and upstream is not CANCELLED and not self._upstream_done:
             upstream.cancel()  # §3.12, but never after upstream terminated (§2.3)
         self._chain.dispose()
+
+    def _close(self) -> None:
+        """The stream is over (cancelled or ended): cancel upstream, dispose the chain, and
+        release the chain's input. That Subject keeps upstream's error to replay to late
+        subscribers (it has none: it is fed once), and the error's traceback holds the
+        frames that delivered it to the subscriber, so the subscriber with them (§3.13)."""
+        self._cancel_upstream()
+        self._subject.dispose()
 
     # -- downstream side ---------------------------------------------------------------------------
 
@@ -907,18 +999,26 @@ class _ProcessorSource(_BufferSource[R]):
                 )
             )
             return
-        if processor._upstream_done:  # no request paces these (take_last, concat, catch)
+        if processor._upstream_done or processor._subscribing:  # no request paces these
             subscription = self.subscription
             demand = subscription.demand if subscription is not None else 0
             if len(self._items) >= add_cap(processor._buffer_size, demand):
+                when = (
+                    "while it was being subscribed (start_with, merge with a cold Observable, ...)"
+                    if processor._subscribing
+                    else "after its input ended (take_last, concat, catch, ...)"
+                )
                 processor._chain_ended(
                     OverflowViolation(
-                        "§1.1: rx_processor: after its input ended, the operator chain "
-                        f"emitted more than buffer_size={processor._buffer_size} outputs "
-                        "beyond the subscriber's demand (take_last, concat, catch, ...), "
-                        "which no request can pace: raise buffer_size, or bound the operator"
+                        f"§1.1: rx_processor: the operator chain emitted more than "
+                        f"buffer_size={processor._buffer_size} outputs beyond the subscriber's "
+                        f"demand {when}, which no request can pace: raise buffer_size, or "
+                        "bound the operator"
                     )
                 )
+                if processor._subscribing:
+                    raise _Stop  # unwind a producer that may never end: it has no disposable
+                    # to stop it by yet (the constructor's subscribe has not returned)
                 return
         self.push(element)
 
@@ -928,7 +1028,7 @@ class _ProcessorSource(_BufferSource[R]):
     def close(self) -> None:
         self._discard()  # §3.13
         self.subscription = None
-        self._processor._cancel_upstream()
+        self._processor._close()
 
 
 def rx_processor(*operators: Callable[[Any], Any], buffer_size: int = 256) -> Processor[Any, Any]:

@@ -1654,3 +1654,154 @@ def test_to_observable_refuses_a_bad_prefetch_at_the_call() -> None:
     for bad in (0, -1):
         with pytest.raises(ValueError):
             to_observable(from_iterable([1]), prefetch=bad)
+
+
+# -- rx_processor: found by a review --------------------------------------------------------------
+
+
+def test_rx_processor_inner_sources_emit_inside_the_input_under_another_trampoline() -> None:
+    """flat_map(x -> reactivex.of(...)) and concat(of(...)) emit at once, inside the input's
+    on_next, even when the input arrives inside another Rx trampoline on this thread (an Rx
+    source upstream, or another processor): they used to be queued on that trampoline until
+    after on_next returned, and the stream failed as if they shifted elements in time."""
+    doubled = rx_processor(ops.flat_map(lambda x: reactivex.of(x, x)), buffer_size=8)
+    from_observable(reactivex.range(5)).subscribe(doubled)
+    assert list(to_iterator(doubled)) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+
+    first = rx_processor(ops.flat_map(lambda x: reactivex.of(x, x)), buffer_size=8)
+    second = rx_processor(ops.flat_map(lambda x: reactivex.of(x, x)), buffer_size=8)
+    from_iterable(range(3)).subscribe(first)
+    first.subscribe(second)
+    assert list(to_iterator(second)) == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]
+
+    tail = rx_processor(ops.concat(reactivex.of(98, 99)), buffer_size=8)
+    from_observable(reactivex.range(3), overflow="buffer").subscribe(tail)
+    assert list(to_iterator(tail)) == [0, 1, 2, 98, 99]
+
+
+@pytest.mark.parametrize(
+    "late",
+    [ops.subscribe_on(NewThreadScheduler()), ops.delay_subscription(0.05)],
+    ids=["subscribe_on", "delay_subscription"],
+)
+def test_rx_processor_an_operator_that_subscribes_late_loses_nothing(late: Any) -> None:
+    """subscribe_on / delay_subscription subscribe to the chain's input later, on another
+    thread: upstream is asked for nothing until then (the input is hot), so every element
+    arrives; they all used to be dropped, and the stream completed empty."""
+    counted = _CountingPublisher(from_iterable(range(100)))
+    stage = rx_processor(late, buffer_size=16)
+    counted.subscribe(stage)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    stage.subscribe(sub)
+    sub.await_terminal()
+    assert sub.elements == list(range(100)) and sub.completed
+    assert counted.max_in_flight <= 16
+
+
+@pytest.mark.parametrize("where", ["operator", "upstream"])
+def test_rx_processor_drops_the_subscriber_after_an_error(where: str) -> None:
+    """§3.13 after on_error: the processor (still held by the user) no longer keeps the
+    subscriber alive. The error it delivered was raised inside the drain, so its traceback
+    holds the frames that delivered it; the processor's buffer and the chain's input Subject
+    both kept that error."""
+
+    def failing() -> Iterator[int]:
+        yield 1
+        raise KeyError("upstream")
+
+    if where == "operator":
+        stage = rx_processor(ops.map(lambda x: 1 // (x - 3)))
+        source: Publisher[int] = from_iterable(range(5))
+    else:
+        stage = rx_processor(ops.map(lambda x: x))
+        source = from_iterable(failing())
+    sub: RecordingSubscriber[int] = RecordingSubscriber(100)
+    stage.subscribe(sub)
+    source.subscribe(stage)
+    assert sub.error is not None
+    sub.error = None  # the subscriber lets go of the error itself
+    gone = weakref.ref(sub)
+    del sub
+    gc.collect()
+    assert gone() is None
+
+
+def test_rx_processor_outputs_while_the_chain_is_subscribed_are_bounded() -> None:
+    """start_with / merge with a cold Observable emit while the processor is built, which
+    no request paces: buffer_size of them are held, then the stream fails with §1.1
+    (OverflowViolation) after them. An endless one (repeat_value) is stopped: the
+    constructor returns. It used to hold every output, or never return."""
+    big = rx_processor(ops.start_with(*range(1000)), buffer_size=16)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(100)
+    big.subscribe(sub)
+    assert sub.elements == list(range(16))
+    assert isinstance(sub.error, OverflowViolation) and "being subscribed" in str(sub.error)
+
+    built: list[Any] = []
+    maker = threading.Thread(
+        target=lambda: built.append(
+            rx_processor(ops.merge(reactivex.repeat_value(0)), buffer_size=16)
+        ),
+        daemon=True,
+    )
+    maker.start()
+    maker.join(10)
+    assert built, "rx_processor(ops.merge(reactivex.repeat_value(0))) did not return"
+    upstream = RecordingSubscription()
+    built[0].on_subscribe(upstream)
+    assert upstream.cancelled.is_set()  # the stream is over: upstream is never asked
+    endless: RecordingSubscriber[int] = RecordingSubscriber(100)
+    built[0].subscribe(endless)
+    assert endless.elements == [0] * 16 and isinstance(endless.error, OverflowViolation)
+
+
+class _FeedingUpstream:
+    """An upstream Subscription that, for its first ``rounds`` requests, delivers the inputs
+    asked for from another thread while the request is still in progress (a publisher
+    emitting on its own thread at once), and counts overlapping request calls (§2.7)."""
+
+    def __init__(self, stage: Subscriber[int], rounds: int) -> None:
+        self.stage = stage
+        self.rounds = rounds
+        self.requests: list[int] = []
+        self.active = 0
+        self.overlaps = 0
+        self.sent = 0
+        self.lock = threading.Lock()
+
+    def request(self, n: int) -> None:
+        with self.lock:
+            self.active += 1
+            self.overlaps += self.active > 1
+            self.requests.append(n)
+            feed = len(self.requests) <= self.rounds
+        try:
+            if feed:  # the inputs arrive on another thread, whose on_next wants more
+                emitter = threading.Thread(target=self._send, args=(n,))
+                emitter.start()
+                emitter.join(10)
+        finally:
+            with self.lock:
+                self.active -= 1
+
+    def _send(self, n: int) -> None:
+        for _ in range(n):
+            self.sent += 1
+            self.stage.on_next(self.sent)
+
+    def cancel(self) -> None:
+        pass
+
+
+def test_rx_processor_requests_upstream_serially() -> None:
+    """§2.7: an input's on_next on upstream's thread, arriving while the processor's own
+    request is in progress on another, does not call request at once: the request in
+    progress looks again when it returns and asks for what the inputs freed. Before, the
+    two calls overlapped; nothing is lost either way, and never more is outstanding than
+    the buffer allows."""
+    stage = rx_processor(ops.filter(lambda x: False), buffer_size=4)  # every input: room
+    upstream = _FeedingUpstream(stage, rounds=5)
+    stage.on_subscribe(upstream)
+    assert upstream.overlaps == 0
+    assert upstream.requests[0] == 1 and len(upstream.requests) == 6  # 5 fed, then waits
+    assert sum(upstream.requests) - upstream.sent == 4  # what the buffer allows, outstanding
