@@ -47,11 +47,17 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
     It is also a :class:`~rs_core._drain.QueueSink`: when the upstream is one of this
     project's drain publishers, the drain appends to the queue directly instead of calling
     ``on_next`` per element (its accounting already keeps §1.1).
+
+    ``lazy=True`` (``publish_on``) makes the first request when the consumer first finds
+    the queue empty with demand (``want``), on the consumer's thread, instead of in
+    ``on_subscribe``: a synchronous upstream (a blocking generator) then never runs on
+    the thread that subscribed, an event loop say, and nothing is pulled before demand.
     """
 
     __slots__ = (
         "_done",
         "_error",
+        "_lazy",
         "_lock",
         "_prefetch",
         "_queue",
@@ -64,7 +70,9 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         "sink",
     )
 
-    def __init__(self, prefetch: int = 256, limit: int | None = None) -> None:
+    def __init__(
+        self, prefetch: int = 256, limit: int | None = None, *, lazy: bool = False
+    ) -> None:
         self._replenisher = Replenisher(prefetch, limit)
         self._prefetch = prefetch
         self._queue: deque[T] = deque()
@@ -76,6 +84,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         self._done = False
         self._error: Exception | None = None
         self._wake: Callable[[], None] = _nothing
+        self._lazy = lazy  # True until the first request is due (see want)
         # §1.1, exactly: on_next counts against the Replenisher's total requested (written by
         # the consumer before each request); each count has one writer.
         self._received = 0  # the upstream's on_next (a fused upstream drain keeps §1.1 itself)
@@ -95,10 +104,12 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             duplicate = self._upstream is not None
             if not duplicate:
                 self._upstream = subscription
+            lazy = self._lazy  # still lazy: want() makes the first request
         if duplicate:  # §2.5, or closed before upstream subscribed
             subscription.cancel()
             return
-        subscription.request(self._replenisher.prefetch)
+        if not lazy:
+            subscription.request(self._replenisher.prefetch)
 
     def on_next(self, element: T) -> None:
         if element is None:
@@ -161,6 +172,16 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
                 raise self._error
             return END
         return EMPTY
+
+    def want(self, n: int) -> None:
+        """The consumer found the queue empty with demand: a lazy queue's first request."""
+        if not self._lazy:
+            return  # made already (a lock-free read: the flag only ever goes to False)
+        with self._lock:
+            first, self._lazy = self._lazy, False
+            upstream = self._upstream
+        if first and upstream is not None and upstream is not CANCELLED:
+            upstream.request(self._replenisher.prefetch)  # else: on_subscribe makes it
 
     def consumed(self, n: int) -> None:
         due = self._replenisher.consumed(n)

@@ -144,11 +144,12 @@ def test_in_flight_never_exceeds_prefetch(pool: ThreadPoolExecutor) -> None:
     sub: RecordingSubscriber[int] = RecordingSubscriber()
     sub.on_next_hook = check
     publish_on(Metered(200, meter), pool, prefetch=prefetch).subscribe(sub)
-    assert meter.requested == prefetch  # asked for the window up front, no more
-    assert meter.pulled == prefetch
+    assert meter.requested == 0  # nothing before the subscriber's first demand
     for i in range(200):  # a consumer that takes one at a time
         sub.request(1)
         sub.await_count(i + 1)
+        if i == 0:  # then the whole window, no more
+            assert (meter.requested, meter.pulled) == (prefetch, prefetch)
     sub.await_terminal()
     assert sub.elements == list(range(200))
     assert max(ahead) <= prefetch
@@ -157,12 +158,13 @@ def test_in_flight_never_exceeds_prefetch(pool: ThreadPoolExecutor) -> None:
 
 
 def test_replenishes_at_75_percent(pool: ThreadPoolExecutor) -> None:
-    """Upstream gets request(prefetch) first, then request(limit) each time limit elements
-    (75% of prefetch) were delivered, and not before."""
+    """Upstream gets request(prefetch) at the subscriber's first demand, then request(limit)
+    each time limit elements (75% of prefetch) were delivered, and not before."""
     meter = Meter()
     sub: RecordingSubscriber[int] = RecordingSubscriber()
     publish_on(Metered(None, meter), pool, prefetch=8).subscribe(sub)
-    assert meter.requests == [8]
+    settle(pool)
+    assert meter.requests == []
     for i in range(5):
         sub.request(1)
         sub.await_count(i + 1)
@@ -344,10 +346,9 @@ def test_spec313_upstream_subscribe_raising_after_on_subscribe_is_cancelled(
     sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
     publish_on(HalfBroken(), pool, prefetch=4).subscribe(sub)  # returns normally
     sub.await_terminal()
-    assert sub.elements == [0, 1, 2, 3]  # what it sent before raising, then the error
+    assert sub.elements == []  # nothing was requested before it raised
     assert sub.error is boom
-    assert meter.cancels == 1 and meter.requests == [4]
-    assert upstream.closed.is_set()  # the generator behind it is closed (§3.13)
+    assert meter.cancels == 1 and meter.requests == []  # cancelled, never asked (§3.13)
 
 
 def test_bad_arguments_raise_at_once(pool: ThreadPoolExecutor) -> None:
@@ -358,3 +359,26 @@ def test_bad_arguments_raise_at_once(pool: ThreadPoolExecutor) -> None:
         publish_on(from_iterable([1]), object())  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         publish_on(from_iterable([1]), pool, prefetch=0)
+
+
+def test_a_synchronous_upstream_is_pulled_on_the_executor_only(pool: ThreadPoolExecutor) -> None:
+    """Every request upstream is made on the executor, the first one included: a generator
+    behind from_iterable is pulled there, never on the thread that subscribed (an event
+    loop's, say), and not before the subscriber's first demand. It used to pull its first
+    prefetch window on the subscribing thread, inside subscribe."""
+    pulled_on: list[str] = []
+
+    def numbers() -> Iterator[int]:
+        for i in range(100):
+            pulled_on.append(threading.current_thread().name)
+            yield i
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+    publish_on(from_iterable(numbers()), pool, prefetch=16).subscribe(sub)
+    settle(pool)
+    assert pulled_on == []  # no demand yet
+    sub.request(UNBOUNDED)  # from this thread
+    sub.await_terminal()
+    assert sub.elements == list(range(100))
+    worker = pool.submit(lambda: threading.current_thread().name).result()
+    assert set(pulled_on) == {worker}

@@ -19,9 +19,11 @@ T = TypeVar("T")
 class PublishOnPublisher(Generic[T]):
     """Re-emits ``upstream`` on ``executor``; at most ``prefetch`` elements wait in between.
 
-    Upstream is asked for ``prefetch`` elements at once and for ``limit`` more (75% of
-    ``prefetch`` by default) each time that many were delivered downstream, so a slow
-    subscriber slows the producer and the queue never holds more than ``prefetch``.
+    Upstream is asked for ``prefetch`` elements once the subscriber first has demand, and
+    for ``limit`` more (75% of ``prefetch`` by default) each time that many were delivered
+    downstream, so a slow subscriber slows the producer and the queue never holds more than
+    ``prefetch``. Every request upstream is made on the executor, so a synchronous upstream
+    (a generator that blocks) runs there, never on the thread that subscribed.
     ``on_next``/``on_error``/``on_complete`` run on the executor (one task at a time per
     subscription, at most ``batch`` elements per task); ``on_subscribe`` runs on the thread
     that calls ``subscribe``. Cancel cancels upstream and drops the queue (§3.12, §3.13).
@@ -50,7 +52,7 @@ class PublishOnPublisher(Generic[T]):
 
     def subscribe(self, subscriber: Subscriber[T]) -> None:
         require_subscriber(subscriber)  # §1.9
-        queue: PrefetchQueue[T] = PrefetchQueue(self._prefetch, self._limit)
+        queue: PrefetchQueue[T] = PrefetchQueue(self._prefetch, self._limit, lazy=True)
         subscription = DrainSubscription(subscriber, queue, self._policy)
         try:
             self._upstream.subscribe(queue)
