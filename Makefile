@@ -46,4 +46,4 @@ bench: $(STAMP)
 	$(PY) -m benchmarks
 
 clean:
-	rm -rf $(VENV) $(RX6) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(RX6) .venv .venv-* .pytest_cache .mypy_cache .ruff_cache
