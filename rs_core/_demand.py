@@ -58,11 +58,13 @@ class Replenisher:
     Args:
         prefetch: the window, the most ever requested ahead of consumption (> 0).
         limit: the replenish threshold; ``prefetch - prefetch // 4`` by default.
+        deferred: the window is not requested up front: ``requested`` stays 0 until the
+            consumer calls ``start()`` and requests what it returns.
     """
 
     __slots__ = ("_count", "limit", "prefetch", "requested")
 
-    def __init__(self, prefetch: int, limit: int | None = None) -> None:
+    def __init__(self, prefetch: int, limit: int | None = None, *, deferred: bool = False) -> None:
         if type(prefetch) is not int or prefetch <= 0:
             raise ValueError(f"prefetch must be a positive int, got {prefetch!r}")
         if limit is None:
@@ -72,7 +74,12 @@ class Replenisher:
         self.prefetch = prefetch
         self.limit = UNBOUNDED if prefetch == UNBOUNDED else limit
         self._count = 0
-        self.requested = prefetch  # requested up front by the consumer, before any on_next
+        self.requested = 0 if deferred else prefetch  # requested up front, before any on_next
+
+    def start(self) -> int:
+        """A deferred window's first request: count it and return it (``prefetch``)."""
+        self.requested = self.prefetch
+        return self.prefetch
 
     def consumed(self, n: int = 1) -> int:
         """Record ``n`` consumed elements; return the demand to request now (0 for none)."""

@@ -73,7 +73,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
     def __init__(
         self, prefetch: int = 256, limit: int | None = None, *, lazy: bool = False
     ) -> None:
-        self._replenisher = Replenisher(prefetch, limit)
+        self._replenisher = Replenisher(prefetch, limit, deferred=lazy)
         self._prefetch = prefetch
         self._queue: deque[T] = deque()
         self.queue: deque[T] = self._queue  # fused: the drain pops straight from it
@@ -108,7 +108,9 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         if duplicate:  # §2.5, or closed before upstream subscribed
             subscription.cancel()
             return
-        if not lazy:
+        if lazy:  # the consumer may have found the queue empty with demand already: it
+            self._wake()  # looks again, on its own thread, and makes the request there
+        else:
             subscription.request(self._replenisher.prefetch)
 
     def on_next(self, element: T) -> None:
@@ -174,14 +176,19 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         return EMPTY
 
     def want(self, n: int) -> None:
-        """The consumer found the queue empty with demand: a lazy queue's first request."""
+        """The consumer found the queue empty with demand: a lazy queue's first request, made
+        here, on the consumer's thread (once upstream has subscribed: on_subscribe wakes the
+        consumer to come back). Until then nothing was requested (§1.1)."""
         if not self._lazy:
             return  # made already (a lock-free read: the flag only ever goes to False)
         with self._lock:
-            first, self._lazy = self._lazy, False
             upstream = self._upstream
-        if first and upstream is not None and upstream is not CANCELLED:
-            upstream.request(self._replenisher.prefetch)  # else: on_subscribe makes it
+            if upstream is None:
+                return  # not subscribed yet
+            first, self._lazy = self._lazy, False
+            due = self._replenisher.start() if first else 0  # counted before on_next can come
+        if due and upstream is not CANCELLED:
+            upstream.request(due)
 
     def consumed(self, n: int) -> None:
         due = self._replenisher.consumed(n)

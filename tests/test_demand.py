@@ -197,3 +197,13 @@ def test_replenisher_rejects_bad_windows(prefetch: object, limit: object) -> Non
     """A non-positive or non-int prefetch, or a limit outside 1..prefetch, is a ValueError."""
     with pytest.raises(ValueError):
         Replenisher(prefetch, limit)  # type: ignore[arg-type]
+
+
+def test_a_deferred_window_counts_nothing_until_it_starts() -> None:
+    """Replenisher(deferred=True): requested is 0 until start(), which returns the window and
+    counts it; replenishing then goes on as for an up-front window."""
+    replenisher = Replenisher(8, deferred=True)
+    assert replenisher.requested == 0
+    assert replenisher.start() == 8 and replenisher.requested == 8
+    assert [replenisher.consumed() for _ in range(6)] == [0, 0, 0, 0, 0, 6]
+    assert replenisher.requested == 14

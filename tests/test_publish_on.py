@@ -11,7 +11,7 @@ import pytest
 
 from adapters.iterables import from_iterable
 from rs_core import UNBOUNDED, OverflowViolation, Publisher, Subscriber, Subscription, publish_on
-from rs_core.testing import RecordingSubscriber
+from rs_core.testing import RecordingSubscriber, RecordingSubscription
 
 T = TypeVar("T")
 
@@ -382,3 +382,73 @@ def test_a_synchronous_upstream_is_pulled_on_the_executor_only(pool: ThreadPoolE
     assert sub.elements == list(range(100))
     worker = pool.submit(lambda: threading.current_thread().name).result()
     assert set(pulled_on) == {worker}
+
+
+class _Late:
+    """An upstream that hands its subscription over later, when ``arrive()`` is called (from
+    any thread): the subscription records the thread of each request, and sends nothing."""
+
+    def __init__(self) -> None:
+        self.subscriber: Subscriber[int] | None = None
+        self.requests: list[tuple[int, str]] = []
+        self.cancelled = threading.Event()
+
+    def subscribe(self, subscriber: Subscriber[int]) -> None:
+        self.subscriber = subscriber
+
+    def arrive(self) -> None:
+        late = self
+
+        class _Recorded:
+            def request(self, n: int) -> None:
+                late.requests.append((n, threading.current_thread().name))
+
+            def cancel(self) -> None:
+                late.cancelled.set()
+
+        assert self.subscriber is not None
+        self.subscriber.on_subscribe(_Recorded())
+
+
+def test_an_upstream_subscribing_late_is_still_requested_on_the_executor(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """Upstream's on_subscribe arriving on another thread after the subscriber's first demand
+    (the drain found nothing to request from): the first request is still made once, on the
+    executor. It used to be made inside that on_subscribe, on upstream's thread, which then
+    ran a synchronous upstream there for the whole stream (an event loop's thread, say)."""
+    upstream = _Late()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(5)
+    publish_on(upstream, pool, prefetch=8).subscribe(sub)
+    settle(pool)  # the drain looked for the first request: no upstream yet
+    arriving = threading.Thread(target=upstream.arrive, name="upstream-thread")
+    arriving.start()
+    arriving.join()
+    settle(pool)
+    worker = pool.submit(lambda: threading.current_thread().name).result()
+    assert upstream.requests == [(8, worker)]
+    sub.cancel()
+    assert upstream.cancelled.wait(5)
+
+
+def test_an_element_before_the_first_request_is_an_overflow(pool: ThreadPoolExecutor) -> None:
+    """§1.1: nothing is requested before the subscriber's first demand, so an upstream that
+    sends on_next inside on_subscribe is cancelled and the subscriber gets OverflowViolation.
+    The lazy queue used to count its window as requested from the start, and took it."""
+
+    class Eager:
+        def __init__(self) -> None:
+            self.subscription = RecordingSubscription()
+
+        def subscribe(self, subscriber: Subscriber[int]) -> None:
+            subscriber.on_subscribe(self.subscription)
+            for i in range(3):
+                subscriber.on_next(i)
+
+    upstream = Eager()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    publish_on(upstream, pool, prefetch=8).subscribe(sub)
+    sub.await_terminal()
+    assert sub.elements == []
+    assert isinstance(sub.error, OverflowViolation) and "beyond the 0 requested" in str(sub.error)
+    assert upstream.subscription.cancelled.is_set() and upstream.subscription.total == 0
