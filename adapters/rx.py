@@ -31,6 +31,7 @@ from reactivex import Observable
 from reactivex.abc import DisposableBase, ObserverBase, SchedulerBase
 from reactivex.disposable import Disposable
 from reactivex.scheduler import CurrentThreadScheduler, NewThreadScheduler, TimeoutScheduler
+from reactivex.scheduler.periodicscheduler import PeriodicScheduler
 from reactivex.subject import Subject
 
 from rs_core._demand import UNBOUNDED, add_cap
@@ -675,16 +676,20 @@ def to_observable(publisher: Publisher[T], *, prefetch: int = 256) -> Observable
 # -- rx_processor ------------------------------------------------------------------------------
 
 
-class _ChainScheduler(CurrentThreadScheduler):
+class _ChainScheduler(CurrentThreadScheduler, PeriodicScheduler):
     """The default scheduler of one processor's chain: a trampoline per thread of its own.
 
     Work an operator schedules to run now (``reactivex.of`` inside ``flat_map``, the prefix of
     ``start_with``) then runs inside the input's ``on_next``, even when another Rx trampoline
     is running on this thread (an upstream that is an Rx source, or another processor): the
     thread's shared trampoline would queue it until that one's current action returned,
-    after ``on_next``. Work due later goes to the ``TimeoutScheduler``, where Rx's timed
-    operators put it by default, and never blocks the input's thread.
+    after ``on_next``. Work due later, and periodic work (``interval``, ``sample``), goes to
+    the ``TimeoutScheduler``, where Rx's timed operators put it by default, and never blocks
+    the input's thread.
     """
+
+    def schedule_periodic(self, period: Any, action: Any, state: Any = None) -> DisposableBase:
+        return TimeoutScheduler.singleton().schedule_periodic(period, action, state)
 
     def schedule_absolute(self, duetime: Any, action: Any, state: Any = None) -> DisposableBase:
         if self.to_datetime(duetime) > self.now:
@@ -869,10 +874,12 @@ class RxProcessor(Generic[T, R]):
         self._feeding = get_ident()
         try:
             signal(*args)
-        except Exception:
+        except Exception as exc:
+            # An operator raised outside Rx's own error handling: fail the stream, as on_next
+            # does, never raise into upstream (§2.13). Once the stream is over, the input was
+            # released meanwhile (see _close), and this is its refusal: nothing to tell.
             if not self._source._done:
-                raise
-            # else: the input was released meanwhile (see _close): the stream is over
+                self._chain_ended(exc)
         finally:
             self._feeding = 0
 

@@ -352,6 +352,31 @@ class TestFromAsyncObservable:
         assert isinstance(sub.error, RuntimeError) and "shutting down" in str(sub.error)
         assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
 
+    def test_the_loop_ending_right_after_a_cancel_leaves_nothing_never_awaited(self) -> None:
+        """A cancel on the loop's last turn (asyncio.run then cancels every task): the
+        disposing task may be cancelled before its first step, which leaves no coroutine
+        never awaited."""
+
+        async def ticks() -> AsyncIterator[int]:
+            for i in itertools.count():
+                await asyncio.sleep(0.001)
+                yield i
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+
+        async def main() -> None:
+            from_async_observable(rx.from_async_iterable(ticks())).subscribe(sub)
+            while not sub.elements:
+                await asyncio.sleep(0.001)
+            assert sub.subscription is not None
+            asyncio.get_running_loop().call_soon(sub.subscription.cancel)
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            asyncio.run(main(), debug=True)
+            gc.collect()
+        assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
+
     def test_the_loop_ending_while_subscribe_async_awaits_fails_the_stream(self) -> None:
         """asyncio.run ending while the source's subscribe_async is still connecting."""
 
@@ -638,6 +663,29 @@ class TestToAsyncObservable:
             assert log == [0, 1, "asend cleaned up"]
         else:
             assert log == [0, 1, 2, "aclose", "aclose cleaned up"]
+
+    @pytest.mark.asyncio
+    async def test_disposing_from_outside_cancels_an_asend_in_progress(self) -> None:
+        """Disposing from outside the observer (another task) while its asend awaits: that
+        asend is cancelled at its await, and nothing more is sent."""
+        pub = ManualPublisher()
+        log: list[tuple[str, int]] = []
+
+        async def slow(x: int) -> None:
+            log.append(("start", x))
+            await asyncio.sleep(0.1)
+            log.append(("end", x))
+
+        disposable = await to_async_observable(pub).subscribe_async(slow)
+        await asyncio.sleep(0.01)
+        assert pub.subscriber is not None
+        pub.subscriber.on_next(1)
+        pub.subscriber.on_next(2)
+        await asyncio.sleep(0.02)  # the pump is inside asend(1)
+        await disposable.dispose_async()
+        await asyncio.sleep(0.2)
+        assert log == [("start", 1)]
+        assert pub.subscription.cancelled.is_set()
 
     def test_disposing_at_once_leaves_no_coroutine_never_awaited(self) -> None:
         """dispose right after subscribe_async cancels the pump task before its first step:

@@ -9,6 +9,7 @@ import logging
 import runpy
 import sys
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 import reactivex
+from reactivex import Observable
 from reactivex import operators as ops
 from reactivex.disposable import Disposable
 from reactivex.scheduler import NewThreadScheduler
@@ -1405,7 +1407,7 @@ def test_rx_processor_outputs_after_the_end_within_demand_all_arrive() -> None:
     assert late.elements == list(range(200)) and late.completed
 
 
-@pytest.mark.parametrize("shift", ["delay", "observe_on", "inner timer"])
+@pytest.mark.parametrize("shift", ["delay", "observe_on", "inner timer", "sample"])
 @pytest.mark.parametrize("n", [3, 100_000])
 def test_rx_processor_refuses_an_operator_that_shifts_elements_in_time(shift: str, n: int) -> None:
     """An output that comes outside the input's signals (on a timer or scheduler thread)
@@ -1416,6 +1418,7 @@ def test_rx_processor_refuses_an_operator_that_shifts_elements_in_time(shift: st
         "delay": ops.delay(0.01),
         "observe_on": ops.observe_on(NewThreadScheduler()),
         "inner timer": ops.flat_map(lambda x: reactivex.timer(0.01).pipe(ops.map(lambda _: x))),
+        "sample": ops.sample(0.01),  # a periodic timer (interval) under the chain's scheduler
     }[shift]
     gen = CountedIterable(n)
     stage = rx_processor(operator, buffer_size=16)
@@ -1805,3 +1808,168 @@ def test_rx_processor_requests_upstream_serially() -> None:
     assert upstream.overlaps == 0
     assert upstream.requests[0] == 1 and len(upstream.requests) == 6  # 5 fed, then waits
     assert sum(upstream.requests) - upstream.sent == 4  # what the buffer allows, outstanding
+
+
+# -- rx_processor: found by a mutation audit -------------------------------------------------------
+
+
+def test_rx_processor_stops_an_endless_producer_that_ignores_rx_conventions() -> None:
+    """A chain whose Observable emits for ever inside its own subscribe, with none of Rx's
+    wrapping to catch what on_next raises: the processor's unwinding reaches the
+    constructor, which returns; buffer_size outputs, then OverflowViolation."""
+
+    class Raw(Observable[int]):
+        def subscribe(self, *args: Any, on_next: Any = None, **kwargs: Any) -> Any:
+            for i in itertools.count():
+                on_next(i)
+
+    stage = rx_processor(lambda _: Raw(), buffer_size=4)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    stage.subscribe(sub)
+    assert sub.elements == [0, 1, 2, 3] and isinstance(sub.error, OverflowViolation)
+
+
+def test_rx_processor_a_chain_that_ended_while_subscribed_is_disposed() -> None:
+    """The chain fails while the processor is built (start_with(None)): what it subscribed
+    to meanwhile (a periodic timer) is disposed, not left ticking for ever."""
+    ticks: list[int] = []
+    stage = rx_processor(
+        ops.merge(reactivex.interval(0.05).pipe(ops.do_action(ticks.append))),
+        ops.start_with(None),
+        buffer_size=4,
+    )
+    time.sleep(0.3)
+    assert ticks == []
+    sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+    stage.subscribe(sub)
+    assert isinstance(sub.error, TypeError)
+
+
+@pytest.mark.parametrize("late", ["on_next", "on_complete", "on_error"])
+def test_rx_processor_a_signal_from_inside_upstreams_cancel_reaches_nothing(
+    late: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An upstream whose cancel() delivers one more signal at once (in flight): after the
+    subscriber's cancel nothing reaches the chain; a late on_error is reported (§1.8),
+    never lost silently, and a late on_complete is dropped."""
+    seen: list[int] = []
+    completed: list[bool] = []
+    stage = rx_processor(
+        ops.map(lambda x: seen.append(x) or x),
+        ops.do_action(on_completed=lambda: completed.append(True)),
+        buffer_size=4,
+    )
+
+    class Upstream:
+        def request(self, n: int) -> None:
+            pass
+
+        def cancel(self) -> None:
+            if late == "on_next":
+                stage.on_next(99)
+            elif late == "on_complete":
+                stage.on_complete()
+            else:
+                stage.on_error(KeyError("late"))
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+    stage.subscribe(sub)
+    stage.on_subscribe(Upstream())
+    stage.on_next(1)
+    with caplog.at_level(logging.ERROR):
+        sub.cancel()
+    assert seen == [1] and completed == [] and sub.elements == [1]
+    reported = [r.getMessage() for r in caplog.records]
+    if late == "on_error":
+        assert len(reported) == 1 and "§1.8" in reported[0] and "after the end" in reported[0]
+    else:
+        assert reported == []
+
+
+def _emit_then_raise(source: Observable[int]) -> Observable[int]:
+    """An operator that emits, then raises outside Rx's error handling, for each input and
+    at the end."""
+
+    def subscribe(observer: Any, scheduler: Any = None) -> Any:
+        def on_next(x: int) -> None:
+            observer.on_next(x)
+            raise ZeroDivisionError("after the output")
+
+        def on_completed() -> None:
+            observer.on_next(100)
+            raise KeyError("after the last output")
+
+        return source.subscribe(on_next, observer.on_error, on_completed, scheduler=scheduler)
+
+    return Observable(subscribe)
+
+
+def test_rx_processor_an_operator_raising_at_the_end_fails_the_stream() -> None:
+    """An operator whose on_completed raises outside Rx's handling: the subscriber gets that
+    error after the outputs (as for on_next), and nothing is raised into upstream (§2.13)."""
+    stage = rx_processor(_emit_then_raise, buffer_size=4)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    stage.subscribe(sub)
+    stage.on_subscribe(RecordingSubscription())
+    stage.on_complete()  # returns
+    assert sub.elements == [100] and isinstance(sub.error, KeyError)
+
+
+@pytest.mark.parametrize("signal", ["on_next", "on_complete"])
+def test_rx_processor_an_operator_raising_after_a_cancel_is_quiet(
+    signal: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The subscriber cancels inside its first on_next, while the operator that emitted it
+    goes on to raise: the stream is over, so nothing is reported and nothing is raised
+    into upstream."""
+
+    class CancelAtFirst(RecordingSubscriber[int]):
+        def on_next(self, element: int) -> None:
+            super().on_next(element)
+            self.cancel()
+
+    stage = rx_processor(_emit_then_raise, buffer_size=4)
+    sub = CancelAtFirst(10)
+    stage.subscribe(sub)
+    stage.on_subscribe(RecordingSubscription())
+    with caplog.at_level(logging.ERROR):
+        stage.on_next(1) if signal == "on_next" else stage.on_complete()  # returns
+    assert len(sub.elements) == 1 and sub.error is None
+    assert [r.getMessage() for r in caplog.records] == []
+
+
+def test_rx_processor_its_own_unwinding_is_not_reported(caplog: pytest.LogCaptureFixture) -> None:
+    """The processor stops a subscribe-time producer by raising into it; Rx routes that to
+    on_error, which must not be reported as a dropped error: only the overflow is told."""
+    with caplog.at_level(logging.ERROR):
+        stage = rx_processor(ops.start_with(*range(100)), buffer_size=4)
+    assert [r.getMessage() for r in caplog.records] == []
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    stage.subscribe(sub)
+    assert sub.elements == [0, 1, 2, 3] and isinstance(sub.error, OverflowViolation)
+
+
+def test_rx_processor_requests_again_after_a_request_that_raised() -> None:
+    """An upstream request that raises (propagating to its caller) does not leave the
+    processor believing a request is still in progress: the next input requests again."""
+
+    class Flaky:
+        def __init__(self) -> None:
+            self.calls: list[int] = []
+
+        def request(self, n: int) -> None:
+            self.calls.append(n)
+            if len(self.calls) == 1:
+                raise RuntimeError("flaky")
+
+        def cancel(self) -> None:
+            pass
+
+    stage = rx_processor(ops.map(lambda x: x), buffer_size=4)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    stage.subscribe(sub)
+    upstream = Flaky()
+    with pytest.raises(RuntimeError, match="flaky"):
+        stage.on_subscribe(upstream)
+    stage.on_next(5)
+    assert upstream.calls == [1, 4] and sub.elements == [5]
