@@ -102,15 +102,20 @@ class _Failure:
 async def _shutdown(
     pump: asyncio.Task[Any] | None, aclose: Callable[[], Awaitable[Any]] | None
 ) -> None:
-    """Wait for the cancelled pump to unwind, then ``aclose()`` the iterator (§3.13)."""
-    if pump is not None and pump is not asyncio.current_task():
-        await asyncio.wait((pump,))  # never raises the pump's outcome; a CancelledError of
-        # this task itself (the loop shutting down) propagates
-    if aclose is not None:
-        try:
-            await aclose()
-        except Exception as exc:
-            report_dropped(exc, where="aclose() of an async iterator after cancel")
+    """Wait for the cancelled pump to unwind, then ``aclose()`` the iterator (§3.13), even
+    when this task is cancelled meanwhile (the loop shutting down: the iterator's
+    ``finally`` blocks must still run; a CancelledError of this task propagates after)."""
+    try:
+        if pump is not None and pump is not asyncio.current_task():
+            await asyncio.wait((pump,))  # never raises the pump's outcome
+    finally:
+        if pump is not None and not pump.done():
+            await asyncio.wait((pump,))  # cancelled while waiting: it still unwinds first
+        if aclose is not None:
+            try:
+                await aclose()
+            except Exception as exc:
+                report_dropped(exc, where="aclose() of an async iterator after cancel")
 
 
 @final
@@ -180,6 +185,7 @@ class _AsyncIteratorSource(Source[T]):
                 self._idle = True  # until the task starts
                 self._pump = pump = self._loop.create_task(self._run(), context=self._context)
                 _keep(pump)
+                pump.add_done_callback(self._pump_ended)
 
     def poll(self) -> T | _Marker:
         if self.queue:
@@ -193,11 +199,32 @@ class _AsyncIteratorSource(Source[T]):
         return self._outcome is not _NOTHING and not self.queue
 
     async def _run(self) -> None:
-        try:
-            await self._pump_budget()
-        finally:
-            if self._pump is asyncio.current_task():
-                self._pump = None
+        await self._pump_budget()
+
+    def _pump_ended(self, pump: asyncio.Task[None]) -> None:
+        """A pump task is done, maybe without running at all: cancelled before its first
+        step (the end of ``asyncio.run`` right after a request), or from outside during an
+        ``__anext__``, or ended by a BaseException of the source's. The stream cannot go on,
+        and the subscriber must hear it (§1.4), not wait forever."""
+        if self._pump is pump:
+            self._pump = None
+        if pump.cancelled():
+            error: BaseException | None = RuntimeError(
+                "from_async_iterable(): the pump task was cancelled from outside (its event "
+                "loop shutting down?); the stream cannot go on"
+            )
+        else:
+            error = pump.exception()  # retrieved: never logged as such by asyncio
+        if error is None or self._iterator is None or self._outcome is not _NOTHING:
+            return  # the budget was spent, or the stream is over (closed, ended, failed)
+        if not isinstance(error, Exception):  # a BaseException of the source's own
+            wrapped = RuntimeError(
+                f"from_async_iterable(): the async iterator raised {error!r}, which is not "
+                "an Exception"
+            )
+            wrapped.__cause__ = error
+            error = wrapped
+        self._finish(_Failure(error))
 
     async def _pump_budget(self) -> None:
         iterator = self._iterator
@@ -230,17 +257,7 @@ class _AsyncIteratorSource(Source[T]):
                 raise  # close() cancelled this pump
             task = asyncio.current_task()
             if task is not None and task.cancelling():
-                # Cancelled from outside: the loop shutting down (the end of asyncio.run).
-                # Nothing will pump this source again: the subscriber must hear it (§1.4).
-                self._finish(
-                    _Failure(
-                        RuntimeError(
-                            "from_async_iterable(): the pump task was cancelled from outside "
-                            "(its event loop shutting down?); the stream cannot go on"
-                        )
-                    )
-                )
-                raise
+                raise  # cancelled from outside (the loop shutting down): see _pump_ended
             # The source itself raised it (it awaited something someone else cancelled):
             # a failure like any other (§1.4), not a silent end of the pump.
             error = RuntimeError(
@@ -295,8 +312,9 @@ class _AsyncIteratorSource(Source[T]):
         pump: asyncio.Task[Any] | None,
         aclose: Callable[[], Awaitable[Any]] | None,
     ) -> None:
-        if pump is not None and pump is not asyncio.current_task():
-            pump.cancel()  # throws CancelledError into an __anext__ in flight, at its await
+        if pump is not None and pump is not asyncio.current_task() and not pump.cancelling():
+            pump.cancel()  # throws CancelledError into an __anext__ in flight, at its await;
+            # once only: a second cancel would cut short the iterator's finally, unwinding
         _keep(self._loop.create_task(_shutdown(pump, aclose), context=self._context))
 
 

@@ -10,6 +10,7 @@ import logging
 import random
 import runpy
 import threading
+import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -374,6 +375,115 @@ class TestFromAsyncIterable:
         assert isinstance(sub.error, RuntimeError) and "cancelled from outside" in str(sub.error)
         assert cleaned.is_set()
         sub.assert_no_violations()
+
+    def test_the_loop_ending_before_the_pump_starts_fails_the_stream(self) -> None:
+        """A request on the loop's last turn (from another thread, say): asyncio.run cancels
+        the pump task before its first step. The subscriber still hears on_error, and no
+        coroutine is left never awaited."""
+
+        async def numbers() -> AsyncIterator[int]:
+            for i in range(10):
+                await asyncio.sleep(0)
+                yield i
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+
+        async def main() -> None:
+            from_async_iterable(numbers()).subscribe(sub)
+            asyncio.get_running_loop().call_soon(sub.request, 5)
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            asyncio.run(main(), debug=True)
+            gc.collect()
+        sub.await_terminal(5)
+        assert sub.elements == []
+        assert isinstance(sub.error, RuntimeError) and "cancelled from outside" in str(sub.error)
+        assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
+
+    def test_a_base_exception_from_the_source_fails_the_stream(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """A source raising a BaseException that is no Exception (nor a cancellation):
+        on_error after the elements before it, naming it; it used to escape the pump task,
+        and a later request completed the stream as if nothing had happened."""
+
+        class GaveUp(BaseException):
+            pass
+
+        async def source() -> AsyncIterator[int]:
+            yield 1
+            raise GaveUp("source gave up")
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(3)
+        from_async_iterable(source(), loop=loop).subscribe(sub)
+        sub.await_terminal()
+        assert sub.elements == [1] and not sub.completed
+        assert isinstance(sub.error, RuntimeError) and "not an Exception" in str(sub.error)
+        assert isinstance(sub.error.__cause__, GaveUp)
+        sub.request(1)
+        sub.expect_no_signals(0.05)
+        sub.assert_no_violations()
+
+    def test_a_cancel_on_the_loops_last_turn_still_acloses(self) -> None:
+        """cancel() then asyncio.run ends at once: the clean-up task is cancelled while it
+        waits for the pump to unwind, and still aclose()s the iterator (§3.13). An async
+        generator is saved by the loop's shutdown_asyncgens anyway; a class is not."""
+
+        class Source:
+            def __init__(self) -> None:
+                self.closed = False
+
+            def __aiter__(self) -> Source:
+                return self
+
+            async def __anext__(self) -> int:
+                await asyncio.sleep(0.01)
+                return 1
+
+            async def aclose(self) -> None:
+                self.closed = True
+
+        source = Source()
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+
+        async def main() -> None:
+            from_async_iterable(source).subscribe(sub)
+            await asyncio.sleep(0.005)  # the pump is inside __anext__
+            sub.cancel()
+
+        asyncio.run(main(), debug=True)
+        assert source.closed
+
+    def test_a_cancel_during_shutdown_lets_the_generator_finally_finish(self) -> None:
+        """The pump is already cancelled (the end of asyncio.run cancels every task) and the
+        generator's finally awaits its clean-up when the subscriber cancels too (its own
+        task was cancelled by the same shutdown): the pump is not cancelled a second time,
+        which would cut that finally short."""
+        events: list[str] = []
+
+        async def source() -> AsyncIterator[int]:
+            try:
+                await asyncio.sleep(10)
+                yield 1
+            finally:
+                events.append("finally")
+                await asyncio.sleep(0.01)  # closing a connection, say
+                events.append("cleaned up")
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+
+        async def main() -> None:
+            from_async_iterable(source()).subscribe(sub)
+            await asyncio.sleep(0.01)  # the pump awaits __anext__
+            (pump,) = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            pump.cancel()  # what asyncio.run's shutdown does
+            await asyncio.sleep(0)  # the generator is in its finally, awaiting
+            sub.cancel()
+            await asyncio.sleep(0.1)
+
+        asyncio.run(main(), debug=True)
+        assert events == ["finally", "cleaned up"]
 
     def test_an_iterator_without_aiter_is_accepted(self, loop: asyncio.AbstractEventLoop) -> None:
         """An iterable's __aiter__ need only return something with __anext__ (aiter() and
