@@ -547,6 +547,10 @@ class _Window(Generic[T]):
             self.queue.close()
 
 
+_PRIMED: Final = _Marker("PRIMED")
+"""What ``_iterate`` yields first, to ``_without_loop_finalizer`` alone."""
+
+
 async def _iterate(window: _Window[T]) -> AsyncGenerator[T, None]:
     """The generator behind :class:`AsyncPublisherIterator`: ``async for`` calls its C-level
     ``__anext__`` (an async generator's ``asend``), about 0.06 µs an element cheaper than a
@@ -555,6 +559,7 @@ async def _iterate(window: _Window[T]) -> AsyncGenerator[T, None]:
     Queued elements are handed over a window at a time (at most ``replenish_every``), popped
     by a C iterator; their consumption is reported when the window has been handed over, so
     the elements in the generator's hands still count as requested ahead (§1.1 bound)."""
+    yield _PRIMED  # type: ignore[misc]  # taken by _without_loop_finalizer, never iterated
     try:
         if window.phase == _NEW:
             window.subscribe()
@@ -603,13 +608,18 @@ def _without_loop_finalizer(agen: AsyncGenerator[T, None]) -> AsyncGeneratorType
     """``agen``, its asyncgen hooks set to none (PEP 525: they are taken when it is first
     iterated, here), so that dropping it closes it at once, as a class-based iterator's
     ``__del__`` would: ``break`` cancels the subscription right there. The event loop's
-    finalizer would defer that to a task of its own, two loop iterations later."""
+    finalizer would defer that to a task of its own, two loop iterations later.
+
+    The first iteration runs to the generator's priming ``yield`` (before any of its work),
+    and is awaited to its end right here: an ``asend`` dropped unawaited would warn on
+    Python 3.13, and closing one there closes the generator."""
     assert isinstance(agen, AsyncGeneratorType)
     hooks = sys.get_asyncgen_hooks()
     sys.set_asyncgen_hooks(firstiter=None, finalizer=None)
     try:
-        unrun = agen.asend(None)  # taking the hooks is all this does: it is dropped unawaited
-        del unrun
+        agen.asend(None).send(None)
+    except StopIteration as primed:  # the asend is over: it yielded the priming marker
+        assert primed.value is _PRIMED
     finally:
         sys.set_asyncgen_hooks(*hooks)
     return agen
