@@ -24,9 +24,20 @@ from typing import Any, Final, Generic, TypeVar, final
 from aioreactive import AsyncAnonymousObserver, AsyncObservable, AsyncObserver
 from expression.system import AsyncDisposable
 
-from adapters.async_iterables import AsyncPublisherIterator, LoopPolicy, _resolve_loop
+from adapters.async_iterables import (
+    AsyncPublisherIterator,
+    LoopPolicy,
+    _resolve_loop,
+    _run_clean_up,
+)
 from rs_core._drain import EMPTY, END, DrainSubscription, Source, _Marker
-from rs_core._subscription import reject, report_dropped, require_publisher, require_subscriber
+from rs_core._subscription import (
+    not_an_exception,
+    reject,
+    report_dropped,
+    require_publisher,
+    require_subscriber,
+)
 from rs_core.api import Publisher, Subscriber
 
 __all__ = [
@@ -50,10 +61,11 @@ def _spawn(
     what: str,
     on_cancelled: Callable[[], None] | None = None,
 ) -> asyncio.Task[None]:
-    """Run ``start()`` as a task on ``loop``. The coroutine is made when the task first runs,
-    so a task cancelled before then (the end of ``asyncio.run``) leaves no coroutine never
-    awaited; ``on_cancelled`` runs on the loop whenever the task ends cancelled, before it
-    started or not."""
+    """Run ``start()`` as a task on ``loop``. ``start()`` is called when the task first runs,
+    so a task cancelled before then (the end of ``asyncio.run``) leaves no coroutine of it
+    never awaited; ``on_cancelled`` runs on the loop when the task ends cancelled, before it
+    started or not (a task made after asyncio.run's task sweep is never cancelled, and is
+    destroyed pending when the loop closes: nothing runs then)."""
     task = loop.create_task(_guard(start, what))
     _TASKS.add(task)
     task.add_done_callback(_TASKS.discard)
@@ -195,7 +207,9 @@ class _HandOff(AsyncObserver[T], Source[T]):
         """The source failed: ``on_error`` after the element in the slot, if any (§1.4)."""
         self._check_loop()
         thrown: object = error  # a source may throw anything: None, a cancellation
-        self._fail(thrown if isinstance(thrown, Exception) else _not_an_exception(thrown))
+        if not isinstance(thrown, Exception):
+            thrown = not_an_exception(thrown, "from_async_observable(): the source threw")
+        self._fail(thrown)
 
     def _fail(self, error: Exception) -> None:
         if self._terminal is None and not self._closed:
@@ -267,18 +281,9 @@ class _HandOff(AsyncObserver[T], Source[T]):
             ended.set_result(None)  # the watch in _subscribe ends
         disposable, self._disposable = self._disposable, None
         if disposable is not None:  # else _subscribe disposes once subscribe_async returns
-            _spawn(self._loop, disposable.dispose_async, "disposing the source")
-
-
-def _not_an_exception(error: object) -> Exception:
-    """What ``on_error`` gets for an ``athrow`` of something that is no ``Exception`` (§2.13:
-    ``on_error`` takes an Exception): a ``TypeError`` naming it, caused by it when it can be."""
-    wrapped = TypeError(
-        f"from_async_observable(): the source threw {error!r}, which is not an Exception"
-    )
-    if isinstance(error, BaseException):
-        wrapped.__cause__ = error
-    return wrapped
+            _run_clean_up(
+                self._loop, lambda: _guard(disposable.dispose_async, "disposing the source")
+            )
 
 
 @final
@@ -320,6 +325,9 @@ class AsyncObservablePublisher(Generic[T]):
             return
         handoff: _HandOff[T] = _HandOff(self._source, loop)
         DrainSubscription(subscriber, handoff, LoopPolicy(loop)).start()
+        if asyncio._get_running_loop() is loop:  # its task is made now, so the loop's task
+            handoff.connect()  # sweep at the end of asyncio.run cancels it (see _subscribe)
+            return
         try:
             loop.call_soon_threadsafe(handoff.connect)
         except RuntimeError as exc:  # closed since _resolve_loop: the drain cannot run either

@@ -20,7 +20,14 @@ import contextvars
 import sys
 import threading
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+)
 from itertools import repeat
 from types import AsyncGeneratorType, TracebackType
 from typing import Any, Final, Generic, TypeVar, final
@@ -29,6 +36,7 @@ from rs_core._drain import EMPTY, END, DrainSubscription, OnLoop, Source, _Marke
 from rs_core._prefetch import PrefetchQueue
 from rs_core._subscription import (
     OneShot,
+    not_an_exception,
     reject,
     report_dropped,
     require_publisher,
@@ -99,15 +107,26 @@ class _Failure:
         self.error = error
 
 
+_RECHECK: Final = 0.05
+"""How often (seconds) ``_shutdown`` looks whether a cancel it left to another party was
+withdrawn meanwhile (see ``_AsyncIteratorSource._stop``)."""
+
+
 async def _shutdown(
     pump: asyncio.Task[Any] | None, aclose: Callable[[], Awaitable[Any]] | None
 ) -> None:
     """Wait for the cancelled pump to unwind, then ``aclose()`` the iterator (§3.13), even
     when this task is cancelled meanwhile (the loop shutting down: the iterator's
-    ``finally`` blocks must still run; a CancelledError of this task propagates after)."""
+    ``finally`` blocks must still run; a CancelledError of this task propagates after).
+
+    A pump another party was already cancelling when we closed was left to unwind (see
+    ``_stop``); if that cancel is withdrawn (an ``asyncio.timeout`` inside the source
+    catches its own), it is cancelled here after all."""
     try:
-        if pump is not None and pump is not asyncio.current_task():
-            await asyncio.wait((pump,))  # never raises the pump's outcome
+        if pump is not None:
+            while not (await asyncio.wait((pump,), timeout=_RECHECK))[0]:
+                if not pump.cancelling():
+                    pump.cancel()
     finally:
         if pump is not None and not pump.done():
             await asyncio.wait((pump,))  # cancelled while waiting: it still unwinds first
@@ -116,6 +135,31 @@ async def _shutdown(
                 await aclose()
             except Exception as exc:
                 report_dropped(exc, where="aclose() of an async iterator after cancel")
+
+
+def _run_clean_up(
+    loop: asyncio.AbstractEventLoop,
+    work: Callable[[], Coroutine[Any, Any, None]],
+    context: contextvars.Context | None = None,
+) -> None:
+    """Run the clean-up ``work()`` in a task of its own, kept until done. asyncio.run's task
+    sweep may cancel that task before its first step (a cancel on the loop's last turn):
+    ``work()`` is then started once more, in a task made after the sweep (which cancels each
+    task once), while asyncio.run still runs the loop to shut down."""
+    started = False
+
+    async def run() -> None:
+        nonlocal started
+        started = True
+        await work()
+
+    def ended(task: asyncio.Task[None]) -> None:
+        if task.cancelled() and not started:
+            _keep(loop.create_task(work(), context=context))
+
+    task = loop.create_task(run(), context=context)
+    _keep(task)
+    task.add_done_callback(ended)
 
 
 @final
@@ -183,7 +227,9 @@ class _AsyncIteratorSource(Source[T]):
         if budget > 0 and self._pump is None and self._outcome is _NOTHING:
             if self._iterator is not None:
                 self._idle = True  # until the task starts
-                self._pump = pump = self._loop.create_task(self._run(), context=self._context)
+                self._pump = pump = self._loop.create_task(
+                    self._pump_budget(), context=self._context
+                )
                 _keep(pump)
                 pump.add_done_callback(self._pump_ended)
 
@@ -197,9 +243,6 @@ class _AsyncIteratorSource(Source[T]):
 
     def at_end(self) -> bool:
         return self._outcome is not _NOTHING and not self.queue
-
-    async def _run(self) -> None:
-        await self._pump_budget()
 
     def _pump_ended(self, pump: asyncio.Task[None]) -> None:
         """A pump task is done, maybe without running at all: cancelled before its first
@@ -218,12 +261,7 @@ class _AsyncIteratorSource(Source[T]):
         if error is None or self._iterator is None or self._outcome is not _NOTHING:
             return  # the budget was spent, or the stream is over (closed, ended, failed)
         if not isinstance(error, Exception):  # a BaseException of the source's own
-            wrapped = RuntimeError(
-                f"from_async_iterable(): the async iterator raised {error!r}, which is not "
-                "an Exception"
-            )
-            wrapped.__cause__ = error
-            error = wrapped
+            error = not_an_exception(error, "from_async_iterable(): the async iterator raised")
         self._finish(_Failure(error))
 
     async def _pump_budget(self) -> None:
@@ -314,8 +352,9 @@ class _AsyncIteratorSource(Source[T]):
     ) -> None:
         if pump is not None and pump is not asyncio.current_task() and not pump.cancelling():
             pump.cancel()  # throws CancelledError into an __anext__ in flight, at its await;
-            # once only: a second cancel would cut short the iterator's finally, unwinding
-        _keep(self._loop.create_task(_shutdown(pump, aclose), context=self._context))
+            # not when another party is cancelling it (the loop's shutdown): a second cancel
+            # would cut short the iterator's finally, unwinding (_shutdown sees to the rest)
+        _run_clean_up(self._loop, lambda: _shutdown(pump, aclose), self._context)
 
 
 @final

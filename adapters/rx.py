@@ -926,8 +926,9 @@ class RxProcessor(Generic[T, R]):
                     self._outstanding += n
                 upstream.request(n)  # type: ignore[union-attr]  # _requestable: not None
         finally:
-            if n > 0:  # request raised: let a later call try again
-                with self._lock:
+            if n > 0:  # request raised (a broken upstream): count what it asked for as not
+                with self._lock:  # outstanding, and let a later call try again
+                    self._outstanding = max(0, self._outstanding - n)
                     self._replenishing = False
 
     def _requestable(self, upstream: Subscription | None) -> bool:
@@ -987,14 +988,16 @@ class _ProcessorSource(_BufferSource[R]):
 
     def push_checked(self, element: R) -> None:
         processor = self._processor
+        if self._done:
+            if processor._subscribing:  # the chain ended while the constructor subscribes it:
+                raise _Stop  # unwind a producer that may never end; it has no disposable yet
+            return
         if element is None:  # legal in Rx, never an element here
             processor._chain_ended(
                 TypeError("§2.13: the operator chain produced None, which is never an element")
             )
             return
         self.produced += 1
-        if self._done:
-            return
         if processor._feeding != get_ident():  # outside the input's signals: §1.1 unkeepable
             processor._chain_ended(
                 RuntimeError(
@@ -1023,14 +1026,14 @@ class _ProcessorSource(_BufferSource[R]):
                         "bound the operator"
                     )
                 )
-                if processor._subscribing:
-                    raise _Stop  # unwind a producer that may never end: it has no disposable
-                    # to stop it by yet (the constructor's subscribe has not returned)
-                return
+                return  # (while subscribing, the producer's next output unwinds it)
         self.push(element)
 
     def consumed(self, n: int) -> None:
         self._processor._replenish()
+
+    def want(self, n: int) -> None:
+        self._processor._replenish()  # the buffer ran dry with demand: room to request?
 
     def close(self) -> None:
         self._discard()  # §3.13

@@ -11,6 +11,7 @@ from typing import Any
 from adapters.iterables import from_iterable, to_iterator
 from benchmarks._harness import Result, compare
 from rs_core import UNBOUNDED, Publisher, Subscription, publish_on
+from rs_core._demand import Replenisher
 
 __all__ = ["run"]
 
@@ -153,7 +154,7 @@ def _publish_on_line(
     n: int, prefetch: int, hop: float, repeats: int, target: float | None = None
 ) -> Result:
     """``publish_on`` beside ``queue.Queue``, with the floor the executor hand-offs set."""
-    window = prefetch - prefetch // 4  # replenished at 75%: one request per window
+    window = Replenisher(prefetch).limit  # one request upstream per window (75% rule)
     line = compare(
         "publish_on across threads (producer thread -> consumer thread)"
         + (f", prefetch={prefetch}" if prefetch != 256 else ""),

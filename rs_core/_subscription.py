@@ -69,6 +69,16 @@ def report_dropped(error: BaseException, *, rule: str | None = None, where: str 
     logger.error("%s%s dropped: %r", prefix, where or "error", error, exc_info=error)
 
 
+def not_an_exception(error: object, what: str) -> Exception:
+    """What ``on_error`` gets for something a source raised or threw that is no ``Exception``
+    (``None``, a ``BaseException`` such as a cancellation): ``on_error`` takes an Exception,
+    so a RuntimeError naming it after ``what``, caused by it when it can be (§1.4)."""
+    wrapped = RuntimeError(f"{what} {error!r}, which is not an Exception")
+    if isinstance(error, BaseException):
+        wrapped.__cause__ = error
+    return wrapped
+
+
 def require_subscriber(subscriber: object) -> None:
     """§1.9: ``subscribe(None)`` raises ``TypeError`` (the JVM's NullPointerException)."""
     if subscriber is None:

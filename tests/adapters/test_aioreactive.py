@@ -377,6 +377,39 @@ class TestFromAsyncObservable:
             gc.collect()
         assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
 
+    def test_a_subscribe_on_the_loops_last_turn_fails_the_stream(self) -> None:
+        """A subscribe made on the loop (a callback main() queued just before returning):
+        its subscribing task is made at once, so asyncio.run's task sweep cancels it and the
+        subscriber hears on_error; made one turn later it was never cancelled, and was
+        destroyed pending at close while the subscriber waited for ever."""
+        sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+
+        async def main() -> None:
+            source = AwaitingSource(10)
+            asyncio.get_running_loop().call_soon(
+                lambda: from_async_observable(source).subscribe(sub)
+            )
+
+        asyncio.run(main(), debug=True)
+        sub.await_terminal(5)
+        assert isinstance(sub.error, RuntimeError) and "shutting down" in str(sub.error)
+
+    def test_a_cancel_on_the_loops_last_turn_still_disposes(self) -> None:
+        """A cancel queued for the loop's last turn: the disposing task, cancelled by
+        asyncio.run's sweep before its first step, is started once more, and the source's
+        subscription is disposed."""
+        source = AwaitingSource(10)
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+
+        async def main() -> None:
+            from_async_observable(source).subscribe(sub)
+            await asyncio.sleep(0.01)
+            assert sub.subscription is not None
+            asyncio.get_running_loop().call_soon(sub.subscription.cancel)
+
+        asyncio.run(main(), debug=True)
+        assert source.disposed.is_set()
+
     def test_the_loop_ending_while_subscribe_async_awaits_fails_the_stream(self) -> None:
         """asyncio.run ending while the source's subscribe_async is still connecting."""
 
@@ -421,7 +454,7 @@ class TestFromAsyncObservable:
         self, loop: asyncio.AbstractEventLoop
     ) -> None:
         """athrow(CancelledError()) (a BaseException) or athrow(None) from a source: on_error
-        with a TypeError naming it, after the elements before it; cancel afterwards still
+        with a RuntimeError naming it, after the elements before it; cancel afterwards still
         disposes nothing twice and raises nothing."""
         for thrown in (asyncio.CancelledError("upstream task was cancelled"), None):
             source = Capturing()
@@ -433,7 +466,7 @@ class TestFromAsyncObservable:
             on_loop(loop, partial(observer.athrow, thrown))
             sub.await_terminal(5)
             assert sub.elements == [1]
-            assert isinstance(sub.error, TypeError) and "not an Exception" in str(sub.error)
+            assert isinstance(sub.error, RuntimeError) and "not an Exception" in str(sub.error)
             assert sub.error.__cause__ is thrown
             sub.cancel()
             sub.assert_no_violations()

@@ -485,6 +485,84 @@ class TestFromAsyncIterable:
         asyncio.run(main(), debug=True)
         assert events == ["finally", "cleaned up"]
 
+    def test_a_cancel_while_the_source_withdraws_one_of_its_own_still_stops_it(self) -> None:
+        """The source cancels its own read and withdraws that cancel (what asyncio.timeout
+        does when it fires), and the subscriber's cancel lands in between, while the pump
+        has a cancel pending: the pump must still be stopped and the source aclose()d. The
+        pending cancel was taken for a shutdown's, and the source read on for ever."""
+
+        class Retrying:
+            def __init__(self) -> None:
+                self.closed = False
+                self.reading = asyncio.Event()
+                self.withdraw = False
+
+            def __aiter__(self) -> Retrying:
+                return self
+
+            async def __anext__(self) -> int:
+                while True:
+                    try:
+                        self.reading.set()
+                        await asyncio.sleep(3600)
+                    except asyncio.CancelledError:
+                        task = asyncio.current_task()
+                        if not self.withdraw or task is None:
+                            raise
+                        self.withdraw = False  # its own: withdraw it, and read again
+                        task.uncancel()
+
+            async def aclose(self) -> None:
+                self.closed = True
+
+        source = Retrying()
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+
+        async def main() -> bool:
+            from_async_iterable(source).subscribe(sub)
+            await source.reading.wait()
+            (pump,) = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            source.withdraw = True
+            pump.cancel()  # the source's own timeout firing, say
+            sub.cancel()  # in the same turn: the pump has a cancel pending
+            for _ in range(100):
+                if source.closed:
+                    break
+                await asyncio.sleep(0.01)
+            return source.closed  # before asyncio.run's shutdown would close it anyway
+
+        assert asyncio.run(main(), debug=True)
+
+    def test_a_cancel_queued_for_the_loops_last_turn_still_acloses(self) -> None:
+        """A cancel that runs on the loop's very last turn makes a clean-up task that
+        asyncio.run's task sweep cancels before its first step: the clean-up is started
+        once more after the sweep, and the iterator is aclose()d all the same."""
+
+        class Source:
+            def __init__(self) -> None:
+                self.closed = False
+
+            def __aiter__(self) -> Source:
+                return self
+
+            async def __anext__(self) -> int:
+                await asyncio.sleep(0.01)
+                return 1
+
+            async def aclose(self) -> None:
+                self.closed = True
+
+        source = Source()
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+
+        async def main() -> None:
+            from_async_iterable(source).subscribe(sub)
+            await asyncio.sleep(0.005)
+            asyncio.get_running_loop().call_soon(sub.cancel)
+
+        asyncio.run(main(), debug=True)
+        assert source.closed
+
     def test_an_iterator_without_aiter_is_accepted(self, loop: asyncio.AbstractEventLoop) -> None:
         """An iterable's __aiter__ need only return something with __anext__ (aiter() and
         async for accept that): so does from_async_iterable, aclose() included."""

@@ -1950,8 +1950,9 @@ def test_rx_processor_its_own_unwinding_is_not_reported(caplog: pytest.LogCaptur
 
 
 def test_rx_processor_requests_again_after_a_request_that_raised() -> None:
-    """An upstream request that raises (propagating to its caller) does not leave the
-    processor believing a request is still in progress: the next input requests again."""
+    """An upstream request that raises (propagating to its caller) leaves neither a request
+    "in progress" nor its amount counted as outstanding: the subscriber's next request
+    reaches upstream again, for the whole window."""
 
     class Flaky:
         def __init__(self) -> None:
@@ -1966,10 +1967,40 @@ def test_rx_processor_requests_again_after_a_request_that_raised() -> None:
             pass
 
     stage = rx_processor(ops.map(lambda x: x), buffer_size=4)
-    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(0)
     stage.subscribe(sub)
     upstream = Flaky()
     with pytest.raises(RuntimeError, match="flaky"):
-        stage.on_subscribe(upstream)
-    stage.on_next(5)
-    assert upstream.calls == [1, 4] and sub.elements == [5]
+        stage.on_subscribe(upstream)  # its first request(1) raised
+    sub.request(1)  # the drain finds the buffer empty: the processor looks for room again
+    assert upstream.calls == [1, 1]
+    stage.on_next(5)  # the one requested: measured, then the window
+    assert sub.elements == [5] and upstream.calls == [1, 1, 4]
+
+
+@pytest.mark.parametrize(
+    "operators",
+    [
+        (ops.merge(reactivex.repeat_value(0)), ops.start_with(None)),
+        (ops.merge(reactivex.repeat_value(None)),),
+    ],
+    ids=["ended by a None first", "endless None"],
+)
+def test_rx_processor_an_endless_producer_is_stopped_whatever_ended_the_chain(
+    operators: tuple[Any, ...], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The chain ends while the processor is built for another reason than overflow (a None
+    output): an endless subscribe-time producer is unwound all the same, and the constructor
+    returns; it used to loop for ever, reporting every further None."""
+    built: list[Any] = []
+    with caplog.at_level(logging.ERROR):
+        maker = threading.Thread(
+            target=lambda: built.append(rx_processor(*operators, buffer_size=4)), daemon=True
+        )
+        maker.start()
+        maker.join(10)
+    assert built, "rx_processor(...) did not return"
+    assert len(caplog.records) <= 1
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    built[0].subscribe(sub)
+    assert isinstance(sub.error, TypeError) and "None" in str(sub.error)
