@@ -123,7 +123,7 @@ async def _shutdown(
     ``_stop``); if that cancel is withdrawn (an ``asyncio.timeout`` inside the source
     catches its own), it is cancelled here after all."""
     try:
-        if pump is not None:
+        if pump is not None and not pump.done():
             while not (await asyncio.wait((pump,), timeout=_RECHECK))[0]:
                 if not pump.cancelling():
                     pump.cancel()
@@ -145,7 +145,8 @@ def _run_clean_up(
     """Run the clean-up ``work()`` in a task of its own, kept until done. asyncio.run's task
     sweep may cancel that task before its first step (a cancel on the loop's last turn):
     ``work()`` is then started once more, in a task made after the sweep (which cancels each
-    task once), while asyncio.run still runs the loop to shut down."""
+    task once). That task gets only the loop turns asyncio.run's remaining shutdown steps
+    run (a few): a clean-up that awaits longer is destroyed pending when the loop closes."""
     started = False
 
     async def run() -> None:

@@ -926,8 +926,11 @@ class RxProcessor(Generic[T, R]):
                     self._outstanding += n
                 upstream.request(n)  # type: ignore[union-attr]  # _requestable: not None
         finally:
-            if n > 0:  # request raised (a broken upstream): count what it asked for as not
-                with self._lock:  # outstanding, and let a later call try again
+            if n > 0:  # request raised (a broken upstream, §3.16 says it returns normally):
+                # guess it recorded nothing, so what it asked for is not outstanding, and let
+                # a later call try again (an upstream that did record it may then overfill
+                # the buffer by that much)
+                with self._lock:
                     self._outstanding = max(0, self._outstanding - n)
                     self._replenishing = False
 
@@ -989,8 +992,9 @@ class _ProcessorSource(_BufferSource[R]):
     def push_checked(self, element: R) -> None:
         processor = self._processor
         if self._done:
-            if processor._subscribing:  # the chain ended while the constructor subscribes it:
-                raise _Stop  # unwind a producer that may never end; it has no disposable yet
+            if processor._subscribing and processor._feeding == get_ident():
+                raise _Stop  # the chain ended while the constructor subscribes it: unwind a
+                # producer on the constructor's own stack, which has no disposable to stop it
             return
         if element is None:  # legal in Rx, never an element here
             processor._chain_ended(

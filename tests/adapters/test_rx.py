@@ -2004,3 +2004,35 @@ def test_rx_processor_an_endless_producer_is_stopped_whatever_ended_the_chain(
     sub: RecordingSubscriber[int] = RecordingSubscriber(10)
     built[0].subscribe(sub)
     assert isinstance(sub.error, TypeError) and "None" in str(sub.error)
+
+
+def test_rx_processor_never_unwinds_a_thread_that_is_not_the_constructors() -> None:
+    """While the constructor subscribes the chain (a slow subscribe-time source), outputs
+    from another thread end the stream (they come outside any input's signals) and are then
+    dropped there: the processor's unwinding is for the constructor's own stack only, never
+    raised into a user's or a scheduler's thread."""
+    caught: list[str] = []
+
+    def slow(observer: Any, scheduler: Any = None) -> None:
+        time.sleep(0.2)  # the constructor's thread is busy here
+        observer.on_next(1)
+
+    def foreign(observer: Any, scheduler: Any = None) -> None:
+        def run() -> None:
+            try:
+                for i in range(5):
+                    time.sleep(0.02)
+                    observer.on_next(i)
+            except BaseException as exc:  # noqa: BLE001 - what reached the user's thread
+                caught.append(type(exc).__name__)
+
+        threading.Thread(target=run, name="user-producer").start()
+
+    stage = rx_processor(
+        ops.merge(reactivex.create(foreign), reactivex.create(slow)), buffer_size=8
+    )
+    time.sleep(0.2)  # the user's thread has sent all five by now
+    assert caught == []
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    stage.subscribe(sub)
+    assert isinstance(sub.error, RuntimeError) and "outside its input's signals" in str(sub.error)
