@@ -425,10 +425,13 @@ class TestFromAsyncIterable:
         sub.expect_no_signals(0.05)
         sub.assert_no_violations()
 
-    def test_a_cancel_on_the_loops_last_turn_still_acloses(self) -> None:
-        """cancel() then asyncio.run ends at once: the clean-up task is cancelled while it
-        waits for the pump to unwind, and still aclose()s the iterator (§3.13). An async
-        generator is saved by the loop's shutdown_asyncgens anyway; a class is not."""
+    @pytest.mark.parametrize("queued", [False, True], ids=["last step", "queued for last turn"])
+    def test_a_cancel_as_the_loop_ends_still_acloses(self, queued: bool) -> None:
+        """cancel() as main()'s last step, or queued for the loop's very last turn, then
+        asyncio.run ends: the clean-up task is cancelled while it waits for the pump to
+        unwind, or by asyncio.run's task sweep before its first step (it is then started
+        once more), and the iterator is aclose()d all the same (§3.13). An async generator
+        is saved by the loop's shutdown_asyncgens anyway; a class is not."""
 
         class Source:
             def __init__(self) -> None:
@@ -450,7 +453,10 @@ class TestFromAsyncIterable:
         async def main() -> None:
             from_async_iterable(source).subscribe(sub)
             await asyncio.sleep(0.005)  # the pump is inside __anext__
-            sub.cancel()
+            if queued:
+                asyncio.get_running_loop().call_soon(sub.cancel)
+            else:
+                sub.cancel()
 
         asyncio.run(main(), debug=True)
         assert source.closed
@@ -532,36 +538,6 @@ class TestFromAsyncIterable:
             return source.closed  # before asyncio.run's shutdown would close it anyway
 
         assert asyncio.run(main(), debug=True)
-
-    def test_a_cancel_queued_for_the_loops_last_turn_still_acloses(self) -> None:
-        """A cancel that runs on the loop's very last turn makes a clean-up task that
-        asyncio.run's task sweep cancels before its first step: the clean-up is started
-        once more after the sweep, and the iterator is aclose()d all the same."""
-
-        class Source:
-            def __init__(self) -> None:
-                self.closed = False
-
-            def __aiter__(self) -> Source:
-                return self
-
-            async def __anext__(self) -> int:
-                await asyncio.sleep(0.01)
-                return 1
-
-            async def aclose(self) -> None:
-                self.closed = True
-
-        source = Source()
-        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
-
-        async def main() -> None:
-            from_async_iterable(source).subscribe(sub)
-            await asyncio.sleep(0.005)
-            asyncio.get_running_loop().call_soon(sub.cancel)
-
-        asyncio.run(main(), debug=True)
-        assert source.closed
 
     def test_an_iterator_without_aiter_is_accepted(self, loop: asyncio.AbstractEventLoop) -> None:
         """An iterable's __aiter__ need only return something with __anext__ (aiter() and
