@@ -2012,6 +2012,7 @@ def test_rx_processor_never_unwinds_a_thread_that_is_not_the_constructors() -> N
     dropped there: the processor's unwinding is for the constructor's own stack only, never
     raised into a user's or a scheduler's thread."""
     caught: list[str] = []
+    producers: list[threading.Thread] = []
 
     def slow(observer: Any, scheduler: Any = None) -> None:
         time.sleep(0.2)  # the constructor's thread is busy here
@@ -2026,13 +2027,14 @@ def test_rx_processor_never_unwinds_a_thread_that_is_not_the_constructors() -> N
             except BaseException as exc:  # noqa: BLE001 - what reached the user's thread
                 caught.append(type(exc).__name__)
 
-        threading.Thread(target=run, name="user-producer").start()
+        producers.append(threading.Thread(target=run, name="user-producer"))
+        producers[-1].start()
 
     stage = rx_processor(
         ops.merge(reactivex.create(foreign), reactivex.create(slow)), buffer_size=8
     )
-    time.sleep(0.2)  # the user's thread has sent all five by now
-    assert caught == []
+    producers[0].join(5)  # it has sent all five
+    assert not producers[0].is_alive() and caught == []
     sub: RecordingSubscriber[int] = RecordingSubscriber(10)
     stage.subscribe(sub)
     assert isinstance(sub.error, RuntimeError) and "outside its input's signals" in str(sub.error)
