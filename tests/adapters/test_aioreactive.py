@@ -403,7 +403,8 @@ class TestFromAsyncObservable:
 
         async def main() -> None:
             from_async_observable(source).subscribe(sub)
-            await asyncio.sleep(0.01)
+            while not source.started:  # subscribed, and sending
+                await asyncio.sleep(0)
             assert sub.subscription is not None
             asyncio.get_running_loop().call_soon(sub.subscription.cancel)
 
@@ -714,7 +715,8 @@ class TestToAsyncObservable:
         assert pub.subscriber is not None
         pub.subscriber.on_next(1)
         pub.subscriber.on_next(2)
-        await asyncio.sleep(0.02)  # the pump is inside asend(1)
+        while log != [("start", 1)]:  # the pump is inside asend(1)
+            await asyncio.sleep(0)
         await disposable.dispose_async()
         await asyncio.sleep(0.2)
         assert log == [("start", 1)]

@@ -436,11 +436,13 @@ class TestFromAsyncIterable:
         class Source:
             def __init__(self) -> None:
                 self.closed = False
+                self.reading = asyncio.Event()
 
             def __aiter__(self) -> Source:
                 return self
 
             async def __anext__(self) -> int:
+                self.reading.set()
                 await asyncio.sleep(0.01)
                 return 1
 
@@ -452,7 +454,7 @@ class TestFromAsyncIterable:
 
         async def main() -> None:
             from_async_iterable(source).subscribe(sub)
-            await asyncio.sleep(0.005)  # the pump is inside __anext__
+            await source.reading.wait()  # the pump is inside __anext__
             if queued:
                 asyncio.get_running_loop().call_soon(sub.cancel)
             else:
@@ -467,9 +469,11 @@ class TestFromAsyncIterable:
         task was cancelled by the same shutdown): the pump is not cancelled a second time,
         which would cut that finally short."""
         events: list[str] = []
+        reading = asyncio.Event()
 
         async def source() -> AsyncIterator[int]:
             try:
+                reading.set()
                 await asyncio.sleep(10)
                 yield 1
             finally:
@@ -481,12 +485,12 @@ class TestFromAsyncIterable:
 
         async def main() -> None:
             from_async_iterable(source()).subscribe(sub)
-            await asyncio.sleep(0.01)  # the pump awaits __anext__
+            await reading.wait()  # the pump awaits __anext__
             (pump,) = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             pump.cancel()  # what asyncio.run's shutdown does
             await asyncio.sleep(0)  # the generator is in its finally, awaiting
             sub.cancel()
-            await asyncio.sleep(0.1)
+            await asyncio.wait((pump,), timeout=5)  # its finally runs to its end, or is cut
 
         asyncio.run(main(), debug=True)
         assert events == ["finally", "cleaned up"]
