@@ -11,7 +11,8 @@ import gc
 import random
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Generic, TypeVar
 
 from rs_core._demand import UNBOUNDED
@@ -113,6 +114,23 @@ class PublisherVerification(Generic[T]):
         sub.expect_subscribed()
         return sub
 
+    @contextmanager
+    def _closing(self, rule_id: str, *subs: ManualSubscriber[T]) -> Iterator[None]:
+        """Run a test's body, then cancel ``subs``; once the body passed, what that closing
+        cancel provoked is checked too: no ``on_error`` and no broken rule (a cancel that
+        signals ``on_error``, or a signal after ``on_complete``, §1.7), as the JVM runs
+        ``verifyNoAsyncErrorsNoDelay()`` after ``activePublisherTest``'s body."""
+        try:
+            yield
+        except BaseException:
+            for sub in subs:
+                sub.cancel()
+            raise
+        for sub in subs:
+            sub.cancel()
+        for sub in subs:
+            sub.expect_no_errors(rule_id)
+
     def _failed_publisher(self) -> Publisher[T]:
         publisher = self.create_failed_publisher()
         if publisher is None:
@@ -160,7 +178,7 @@ class PublisherVerification(Generic[T]):
     ) -> None:
         """Nothing before the first request; then exactly as many elements as requested."""
         sub = self._subscribe(self._active(5, False))
-        try:
+        with self._closing("1.1", sub):
             sub.expect_none("1.1", "no element before the first request")
             sub.request(1)
             sub.next_element("1.1", "an element after request(1)")
@@ -169,8 +187,6 @@ class PublisherVerification(Generic[T]):
             sub.request(2)
             sub.next_elements(3, "1.1", "3 more elements after request(1) + request(2)")
             sub.expect_none("1.1", "no more than the 4 elements requested")
-        finally:
-            sub.cancel()
 
     @rule("1.2")
     def test_required_spec102_may_signal_less_than_requested_and_terminate_subscription(
@@ -192,15 +208,13 @@ class PublisherVerification(Generic[T]):
         for run in range(iterations):
             sub = _SequentialSubscriber[T](env, elements)
             self._subscribe(self._active(elements, True), sub)
-            try:
+            with self._closing("1.3", sub):
                 sub.expect_completion(
                     "1.3",
                     f"on_complete after {elements} elements (run {run + 1} of {iterations})",
                     timeout=elements * env.default_timeout,
                 )
                 sub.check_problems()
-            finally:
-                sub.cancel()
 
     @rule("1.4", "optional")
     def test_optional_spec104_must_signal_on_error_when_fails(self) -> None:
@@ -305,7 +319,7 @@ class PublisherVerification(Generic[T]):
     def test_required_spec109_must_issue_on_subscribe_for_non_null_subscriber(self) -> None:
         """subscribe() signals on_subscribe exactly once, before any other signal."""
         sub = self._subscribe(self._active(0, False))
-        try:
+        with self._closing("1.9", sub):
             sub.check_problems()
             if sub.signal_order[0] != "on_subscribe":
                 raise TCKFailure(
@@ -313,8 +327,6 @@ class PublisherVerification(Generic[T]):
                 )
             if sub.subscribe_count != 1:
                 raise TCKFailure(f"§1.9: on_subscribe was signalled {sub.subscribe_count} times")
-        finally:
-            sub.cancel()
 
     @rule("1.9")
     def test_required_spec109_may_reject_calls_to_subscribe_if_publisher_is_unable_or_unwilling_to_serve_them_rejection_must_trigger_on_error_after_on_subscribe(  # noqa: E501
@@ -346,11 +358,8 @@ class PublisherVerification(Generic[T]):
 
         def body() -> None:
             subs = self._subscribers(publisher, 2)
-            try:
+            with self._closing("1.11", *subs):
                 verify_no_async_errors("1.11", *subs)
-            finally:
-                for sub in subs:
-                    sub.cancel()
 
         self._optional(body)
 
@@ -363,13 +372,10 @@ class PublisherVerification(Generic[T]):
 
         def body() -> None:
             subs = self._subscribers(publisher, 2)
-            try:
+            with self._closing("1.11", *subs):
                 for sub in subs:
                     sub.request_next_element_or_end("1.11")
                 verify_no_async_errors("1.11", *subs)
-            finally:
-                for sub in subs:
-                    sub.cancel()
 
         self._optional(body)
 
@@ -409,14 +415,15 @@ class PublisherVerification(Generic[T]):
 
         def body() -> None:
             subs = self._subscribers(publisher, 3)
-            for sub in subs:
-                sub.request(4)
-            got = [sub.next_elements(3, "1.11") for sub in subs]
-            if complete:
+            with self._closing("1.11", *subs):
                 for sub in subs:
-                    sub.expect_completion("1.11")
-            if not got[0] == got[1] == got[2]:
-                raise TCKFailure(f"§1.11: the subscribers saw different sequences: {got}")
+                    sub.request(4)
+                got = [sub.next_elements(3, "1.11") for sub in subs]
+                if complete:
+                    for sub in subs:
+                        sub.expect_completion("1.11")
+                if not got[0] == got[1] == got[2]:
+                    raise TCKFailure(f"§1.11: the subscribers saw different sequences: {got}")
 
         self._optional(body)
 
@@ -443,11 +450,9 @@ class PublisherVerification(Generic[T]):
         """request() three times from on_subscribe and once from each on_next: no error."""
         sub = _ReentrantSubscriber[T](self.env())
         self._subscribe(self._active(6, False), sub)
-        try:
+        with self._closing("3.2", sub):
             sub.next_elements(6, "3.2", "6 elements requested from on_subscribe and on_next")
             verify_no_async_errors("3.2", sub)
-        finally:
-            sub.cancel()
 
     @rule("3.3")
     def test_required_spec303_must_not_allow_unbounded_recursion(self) -> None:
@@ -456,7 +461,7 @@ class PublisherVerification(Generic[T]):
         signals = bound + 1
         sub = _DepthSubscriber[T](self.env(), bound, signals)
         self._subscribe(self._active(signals, False), sub)
-        try:
+        with self._closing("3.3", sub):
             sub.request(1)  # kicks off request -> on_next -> request -> on_next ...
             if not sub.run_completed.wait(sub.env.default_timeout):
                 raise TCKFailure(
@@ -465,8 +470,6 @@ class PublisherVerification(Generic[T]):
                 )
             sub.check_problems()
             sub.expect_no_errors("3.3")
-        finally:
-            sub.cancel()
 
     @rule("3.4", "untested")
     def test_untested_spec304_request_should_not_perform_heavy_computations(self) -> None:
@@ -616,14 +619,12 @@ class PublisherVerification(Generic[T]):
     ) -> None:
         """Requests adding up to exactly 2**63 - 1: 3 elements and on_complete, no error."""
         sub = self._subscribe(self._active(3, True))
-        try:
+        with self._closing("3.17", sub):
             sub.request(UNBOUNDED // 2)
             sub.request(UNBOUNDED // 2)
             sub.request(1)  # pending is now exactly UNBOUNDED
             sub.next_elements(3, "3.17")
             sub.expect_completion("3.17")
-        finally:
-            sub.cancel()
 
     @rule("3.17")
     def test_required_spec317_must_not_signal_on_error_when_pending_above_long_max_value(
@@ -632,7 +633,7 @@ class PublisherVerification(Generic[T]):
         """request(2**63 - 2) from each of ten on_next overflows demand: no on_error."""
         sub = _OverflowingSubscriber[T](self.env())
         self._subscribe(self._active(2**31 - 1, False), sub)
-        try:
+        with self._closing("3.17", sub):
             sub.request(1)
             if not sub.wait(lambda: sub.total_received > sub.calls or bool(sub.errors)):
                 raise TCKFailure(
@@ -641,8 +642,6 @@ class PublisherVerification(Generic[T]):
                 )
             sub.wait(lambda: bool(sub.errors), sub.env.no_signals_timeout)
             sub.expect_no_errors("3.17")
-        finally:
-            sub.cancel()
 
 
 def _quiet(sub: ManualSubscriber[T]) -> tuple[int, int, int]:

@@ -139,9 +139,9 @@ class _NaiveSubscription:
         if self.cancelled and self.flaw == "raise_after_cancel":
             raise RuntimeError("already cancelled")
         self.cancelled = True
-        if self.flaw == "error_on_cancel" and not self.done:
+        if (self.flaw == "error_on_cancel" and not self.done) or self.flaw == "error_on_any_cancel":
             self.done = True
-            self.subscriber.on_error(RuntimeError("cancelled"))  # §3.12/§1.8 broken
+            self.subscriber.on_error(RuntimeError("cancelled"))  # §3.12/§1.8 (§1.7) broken
 
 
 class BrokenPublisher:
@@ -322,6 +322,12 @@ PUBLISHER_CASES: list[tuple[str, Callable[[], PublisherVerification[int]], str, 
      "test_required_spec313_cancel_must_make_the_publisher_eventually_drop_all_references_to_the_subscriber", "§3.13"),  # noqa: E501
     ("on_error on cancel", lambda: _broken("error_on_cancel"),
      "test_required_spec313_cancel_must_make_the_publisher_eventually_drop_all_references_to_the_subscriber", "§3.13"),  # noqa: E501
+    ("on_error on the closing cancel", lambda: _broken("error_on_cancel"),
+     "test_required_spec101_subscription_request_must_result_in_the_correct_number_of_produced_elements", "§1.1"),  # noqa: E501
+    ("on_error on the closing cancel", lambda: _broken("error_on_cancel"),
+     "test_required_spec303_must_not_allow_unbounded_recursion", "§3.3"),
+    ("on_error on a cancel after on_complete", lambda: _broken("error_on_any_cancel"),
+     "test_required_spec317_must_support_a_cumulative_pending_element_count_up_to_long_max_value", "§3.17"),  # noqa: E501
     ("demand overflow errors", lambda: _broken("error_on_overflow"),
      "test_required_spec317_must_not_signal_on_error_when_pending_above_long_max_value", "§3.17"),  # noqa: E501
 ]  # fmt: skip
@@ -399,6 +405,7 @@ class BrokenSubscriber(BaseSubscriber[int]):
         self.requested_any = initial > 0
         self.outstanding = initial
         self.report_end: Callable[[], None] = lambda: None  # to the probe (whitebox)
+        self.report_next: Callable[[int], None] = lambda _: None  # to the probe (whitebox)
 
     def on_subscribe(self, subscription: Any) -> None:
         if subscription is None and self.flaw == "accept_none":
@@ -454,6 +461,10 @@ class BrokenSubscriber(BaseSubscriber[int]):
     def hook_on_complete(self) -> None:
         if self.flaw == "request_in_on_complete" and self.raw is not None:
             self.raw.request(1)  # §2.3 broken
+        if self.flaw == "report_phantom_element":
+            self.report_next(-1)  # an element nobody sent, before the completion
+        if self.flaw == "report_late_second_complete":  # as from a worker thread (§2.2)
+            threading.Timer(LATE, self.report_end).start()
 
     def hook_on_error(self, error: Exception) -> None:
         if self.flaw == "cancel_in_on_error" and self.raw is not None:
@@ -488,11 +499,12 @@ class _RequestPuppet:
 def _whitebox(flaw: str | None) -> SubscriberWhiteboxVerification[int]:
     class V(SubscriberWhiteboxVerification[int]):
         def env(self) -> TestEnvironment:
-            return FAST
+            return QUIET if flaw == "report_late_second_complete" else FAST
 
         def create_subscriber(self, probe: WhiteboxSubscriberProbe[int]) -> Subscriber[int]:
             inner = BrokenSubscriber(flaw, initial=0)
             inner.report_end = probe.register_on_complete
+            inner.report_next = probe.register_on_next
             return ProbedSubscriber(inner, probe, lambda _: _RequestPuppet(inner))
 
         def create_element(self, i: int) -> int:
@@ -516,6 +528,10 @@ SUBSCRIBER_CASES: list[tuple[str, str, str, str]] = [
     ("request_second", "blackbox", _BB.format(205, "must_call_subscription_cancel_if_it_already_has_an_subscription_and_receives_another_on_subscribe_signal"), "§2.5"),  # noqa: E501
     ("raise_after_cancel", "whitebox", _WB.format(208, "must_be_prepared_to_receive_on_next_signals_after_having_called_subscription_cancel"), "§2.8"),  # noqa: E501
     ("raise_on_unrequested_complete", "whitebox", _WB.format(209, "must_be_prepared_to_receive_an_on_complete_signal_without_preceding_request_call"), "§2.9"),  # noqa: E501
+    ("report_phantom_element", "whitebox", _WB.format(209, "must_be_prepared_to_receive_an_on_complete_signal_without_preceding_request_call"), "§2.9"),  # noqa: E501
+    ("report_phantom_element", "whitebox", _WB.format(209, "must_be_prepared_to_receive_an_on_complete_signal_with_preceding_request_call"), "§2.9"),  # noqa: E501
+    ("report_late_second_complete", "whitebox", _WB.format(209, "must_be_prepared_to_receive_an_on_complete_signal_without_preceding_request_call"), "§1.7"),  # noqa: E501
+    ("report_late_second_complete", "whitebox", _WB.format(209, "must_be_prepared_to_receive_an_on_complete_signal_with_preceding_request_call"), "§1.7"),  # noqa: E501
     ("accept_none", "blackbox", _BB.format(213, "on_subscribe_must_throw_null_pointer_exception_when_parameters_are_null"), "§2.13"),  # noqa: E501
     ("accept_none", "whitebox", _WB.format(213, "on_subscribe_must_throw_null_pointer_exception_when_parameters_are_null"), "§2.13"),  # noqa: E501
     ("accept_none", "blackbox", _BB.format(213, "on_next_must_throw_null_pointer_exception_when_parameters_are_null"), "§2.13"),  # noqa: E501
@@ -802,6 +818,23 @@ class _CompletesThenFails(QueueProcessor):
             subscriber.on_error(error)
 
 
+class _FlushesOnComplete(_CompletesThenFails):
+    """Sends its subscribers one element nobody requested (a "flush") before on_complete."""
+
+    def on_complete(self) -> None:
+        for subscriber in self._downstream:
+            subscriber.on_next(-1)  # §1.1 broken: nothing was requested
+        super().on_complete()
+
+
+def _flushes_on_complete() -> IdentityProcessorVerification[int]:
+    class V(QueueProcessorVerification):
+        def create_identity_processor(self, buffer_size: int) -> Processor[int, int]:
+            return _FlushesOnComplete(buffer_size)
+
+    return V()
+
+
 def _deaf() -> IdentityProcessorVerification[int]:
     class V(QueueProcessorVerification):
         def create_identity_processor(self, buffer_size: int) -> Processor[int, int]:
@@ -837,6 +870,8 @@ PROCESSOR_CASES: list[tuple[str, Callable[[], IdentityProcessorVerification[int]
      "test_required_spec210_must_be_prepared_to_receive_an_on_error_signal_without_preceding_request_call", "§2.10"),  # noqa: E501
     ("elements after request() returned are lost", _deaf, QueueProcessorVerification,
      "test_required_spec102_may_signal_less_than_requested_and_terminate_subscription", "§1.2"),  # noqa: E501
+    ("an unrequested element before on_complete", _flushes_on_complete, QueueProcessorVerification,  # noqa: E501
+     "test_required_spec209_must_be_prepared_to_receive_an_on_complete_signal_without_preceding_request_call", "§2.9"),  # noqa: E501
     ("on_complete before the error", _completes_then_fails, QueueProcessorVerification,
      "test_must_immediately_pass_on_on_error_events_received_from_its_upstream_to_its_downstream", "§1.7"),  # noqa: E501
 ]  # fmt: skip
