@@ -122,10 +122,11 @@ class Source(Generic[T]):
         return False
 
     def interrupt(self) -> None:
-        """Cancel arrived while a producer holds the emitter lease: stop producing now if
-        that can be done from any thread (dispose an upstream subscription). Unlike the other
-        methods, called on the cancelling thread, concurrently with the producer; ``close()``
-        still follows, from the drain. Must be thread-safe; does nothing by default."""
+        """Cancel arrived while the drain, or a producer holding the emitter lease, is busy:
+        stop producing now if that can be done from any thread (dispose or cancel an upstream
+        subscription). Unlike the other methods, called on the cancelling thread (or from
+        inside ``on_next``), concurrently with the drain; ``close()`` still follows, from the
+        drain. Must be thread-safe; does nothing by default."""
 
     def close(self) -> None:
         """Release what the source holds (close a generator, cancel upstream). Called once."""
@@ -322,10 +323,12 @@ class DrainSubscription(Generic[T]):
     def cancel(self) -> None:
         """Stop emission and release the source; idempotent and thread-safe (§3.5, §3.7).
 
-        When a producer holds the emitter lease, the lessee does the rest at its next element
-        or release; ``Source.interrupt()`` is called here at once, so an upstream that can be
-        stopped from any thread (an Rx subscription to dispose) stops now, not at the next
-        element of a producer that may be blocked between two (§3.12).
+        When the drain or a lessee is busy (on another thread, or up this one's stack), it
+        does the rest once its current call returns; ``Source.interrupt()`` is called here at
+        once, so an upstream that can be stopped from any thread (an Rx subscription to
+        dispose, a queue's upstream to cancel) stops now, not after that call, which may be
+        a blocked producer's next element or a synchronous upstream filling a whole window
+        inside ``request`` (§3.12).
         """
         with self._lock:
             if self._cancelled:  # §3.7
@@ -333,12 +336,12 @@ class DrainSubscription(Generic[T]):
             self._cancelled = True
             self._wip += 1
             drain = self._wip == 1
-            leased = self._source if not drain and self._lessee is not None else None
+            busy = self._source if not drain else None
         if drain:
             self._schedule()  # the drain releases the source, so close() never races poll()
-        elif leased is not None:
+        elif busy is not None:
             try:
-                leased.interrupt()
+                busy.interrupt()
             except Exception as exc:
                 report_dropped(exc, where="interrupting a source after cancel")
 

@@ -212,13 +212,20 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             upstream.cancel()  # §3.12; before the clear, as a QueueSink must
         self._queue.clear()  # §3.13
 
+    def interrupt(self) -> None:
+        """The consumer cancelled while its drain is busy, maybe inside upstream's ``request``
+        (a synchronous upstream filling a window on the drain's thread): cancel upstream now,
+        from the cancelling thread (§3.12; ``cancel`` is thread-safe, §3.5). ``close()``
+        follows from the drain, and empties the queue."""
+        with self._lock:
+            upstream, self._upstream = self._upstream, CANCELLED
+        if upstream is not None and upstream is not CANCELLED:
+            upstream.cancel()
+
     def fail_upstream(self, error: Exception) -> None:
         """Cancel the upstream subscription, if any (§3.13), then fail the consumer with
         ``error``: for a violation (§1.1), or an upstream ``subscribe`` that raised after it
         may already have called ``on_subscribe`` (§1.9); ``on_error`` alone would mark the
         queue done, and ``close()`` would then skip the cancel."""
-        with self._lock:
-            upstream, self._upstream = self._upstream, CANCELLED
-        if upstream is not None and upstream is not CANCELLED:
-            upstream.cancel()
+        self.interrupt()
         self.on_error(error)

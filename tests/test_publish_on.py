@@ -452,3 +452,36 @@ def test_an_element_before_the_first_request_is_an_overflow(pool: ThreadPoolExec
     assert sub.elements == []
     assert isinstance(sub.error, OverflowViolation) and "beyond the 0 requested" in str(sub.error)
     assert upstream.subscription.cancelled.is_set() and upstream.subscription.total == 0
+
+
+def test_spec312_cancel_while_a_synchronous_upstream_fills_a_window_stops_it_at_once(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """§3.12: a generator pulled inside the drain's request upstream (a whole window, on the
+    executor) stops at the element in progress when the subscriber cancels, not at the end of
+    the window: the cancel reaches upstream from the cancelling thread, and the generator is
+    closed."""
+    reads = 0
+    third = threading.Event()
+    gate = threading.Event()
+    closed = threading.Event()
+
+    def blocking() -> Iterator[int]:
+        nonlocal reads
+        try:
+            while True:
+                reads += 1
+                if reads == 3:
+                    third.set()
+                    gate.wait(5)  # a read that blocks, while the subscriber cancels
+                yield reads
+        finally:
+            closed.set()
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    publish_on(from_iterable(blocking()), pool, prefetch=256).subscribe(sub)
+    assert third.wait(5)  # the executor is inside the first request(256), at read 3
+    sub.cancel()
+    gate.set()
+    assert closed.wait(5)
+    assert reads == 3  # not 256: the window in progress was abandoned
