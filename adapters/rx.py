@@ -26,7 +26,12 @@ from collections.abc import Callable
 from threading import get_ident
 from typing import Any, Final, Generic, TypeVar, final
 
-import reactivex
+from adapters._extras import missing_extra
+
+try:
+    import reactivex
+except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
+    raise missing_extra(exc, "adapters.rx", "rx") from exc
 from reactivex import Observable
 from reactivex.abc import DisposableBase, ObserverBase, SchedulerBase
 from reactivex.disposable import Disposable
@@ -560,7 +565,8 @@ def from_observable(
 
     Raises:
         TypeError: ``observable`` is not an Observable, or ``on_drop`` is not callable.
-        ValueError: an unknown ``overflow`` or a ``buffer_size`` that is not a positive int.
+        ValueError: an unknown ``overflow``, a ``buffer_size`` that is not a positive int,
+            or an ``on_drop`` given to a strategy that never drops.
 
     Example:
         >>> from adapters.iterables import to_iterator
@@ -578,6 +584,11 @@ def from_observable(
         raise ValueError(f"buffer_size must be a positive int, got {buffer_size!r}")
     if on_drop is not None and not callable(on_drop):
         raise TypeError(f"on_drop must be a callable or None, got {type(on_drop).__name__}")
+    if on_drop is not None and strategy not in (Overflow.DROP, Overflow.LATEST):
+        raise ValueError(
+            f"on_drop is called only by overflow='drop' or 'latest' (they discard elements); "
+            f"overflow={strategy.value!r} never does"
+        )
     return ObservablePublisher(observable, strategy, buffer_size, on_drop)
 
 
@@ -763,14 +774,22 @@ class RxProcessor(Generic[T, R]):
         self._listening = False  # ... and now hears it: nothing is requested before
         self._replenishing = False  # a thread is passing requests upstream (§2.7)
         self._chain: DisposableBase = Disposable()
-        feed: Observable[T] = reactivex.create(self._feed)
-        chain: Observable[Any] = feed.pipe(*operators) if operators else feed
-        if not isinstance(chain, Observable):
-            raise TypeError(
-                "rx_processor(): the operators did not make an Observable (got "
-                f"{type(chain).__name__}): pass operators applied to their arguments, "
-                "ops.map(f), not ops.map"
-            )
+        chain: Observable[Any] = reactivex.create(self._feed)
+        for position, operator in enumerate(operators):  # as pipe() does, naming the culprit
+            try:
+                chain = operator(chain)
+            except Exception as exc:
+                raise TypeError(
+                    f"rx_processor(): operator {position} ({operator!r}) raised {exc!r} when "
+                    "applied to the chain's Observable: pass Rx operators, ops.map(f), not a "
+                    "function of the elements"
+                ) from exc
+            if not isinstance(chain, Observable):
+                raise TypeError(
+                    f"rx_processor(): operator {position} ({operator!r}) made "
+                    f"{type(chain).__name__}, not an Observable: pass operators applied to "
+                    "their arguments, ops.map(f), not ops.map nor a function of the elements"
+                )
         # Outputs while the chain is being subscribed (start_with, merge with a cold
         # Observable) are paced by no request: at most buffer_size of them (see push_checked).
         self._subscribing = True

@@ -996,6 +996,13 @@ def test_arguments_are_checked() -> None:
         rx_processor(ops.map(str), 5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"ops.map\(f\), not ops.map"):
         rx_processor(ops.map)
+    with pytest.raises(TypeError, match="operator 0 .* raised TypeError.* not a function of the"):
+        rx_processor(lambda x: x * 2)  # a function of the elements, not an operator
+    with pytest.raises(TypeError, match="operator 1 .* made str, not an Observable"):
+        rx_processor(ops.map(str), lambda x: str(x))
+    for strategy in ("block", "buffer", "error"):  # they never drop: on_drop would never run
+        with pytest.raises(ValueError, match=f"on_drop is called only by .*{strategy!r} never"):
+            from_observable(reactivex.empty(), overflow=strategy, on_drop=print)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
