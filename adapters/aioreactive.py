@@ -21,12 +21,19 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Generic, TypeVar, final
 
+from adapters._extras import missing_extra
+
+try:
+    import aioreactive  # noqa: F401
+except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
+    raise missing_extra(exc, "adapters.aioreactive", "aio") from exc
 from aioreactive import AsyncAnonymousObserver, AsyncObservable, AsyncObserver
 from expression.system import AsyncDisposable
 
 from adapters.async_iterables import (
     AsyncPublisherIterator,
     LoopPolicy,
+    _check_loop,
     _resolve_loop,
     _run_clean_up,
 )
@@ -312,8 +319,7 @@ class AsyncObservablePublisher(Generic[T]):
                 "from_async_observable() requires an aioreactive AsyncObservable, "
                 f"got {type(source).__name__}"
             )
-        if loop is not None and not isinstance(loop, asyncio.AbstractEventLoop):
-            raise TypeError(f"loop must be an asyncio event loop, got {type(loop).__name__}")
+        _check_loop(loop)
         self._source = source
         self._loop = loop
 
@@ -354,7 +360,8 @@ def from_async_observable(
         by the subscriber's ``request``.
 
     Raises:
-        TypeError: ``source`` has no ``subscribe_async``.
+        TypeError: ``source`` has no ``subscribe_async``, or ``loop`` is not an event loop.
+        ValueError: ``loop`` is closed.
 
     Example:
         >>> import aioreactive as rx

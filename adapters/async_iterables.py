@@ -72,6 +72,18 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
     return asyncio._get_running_loop() is loop
 
 
+def _check_loop(loop: object) -> None:
+    """A ``loop=`` argument, checked at the call: an event loop, not closed (a closed loop
+    can never run the stream; one closed later fails it at subscribe). Shared with
+    ``adapters.aioreactive``."""
+    if loop is None:
+        return
+    if not isinstance(loop, asyncio.AbstractEventLoop):
+        raise TypeError(f"loop must be an asyncio event loop, got {type(loop).__name__}")
+    if loop.is_closed():
+        raise ValueError(f"loop is closed: {loop!r} can never run the stream")
+
+
 def _resolve_loop(
     loop: asyncio.AbstractEventLoop | None, who: str
 ) -> asyncio.AbstractEventLoop | Exception:
@@ -404,8 +416,7 @@ class AsyncIterablePublisher(Generic[T]):
                 "from_async_iterable() requires an async iterable (an object with __aiter__), "
                 f"got {type(aiterable).__name__}"
             )
-        if loop is not None and not isinstance(loop, asyncio.AbstractEventLoop):
-            raise TypeError(f"loop must be an asyncio event loop, got {type(loop).__name__}")
+        _check_loop(loop)
         self._aiterable = aiterable
         self._loop = loop
         self._one_shot = (
@@ -454,7 +465,8 @@ def from_async_iterable(
         never run the iterator on the calling thread.
 
     Raises:
-        TypeError: ``aiterable`` is not an async iterable.
+        TypeError: ``aiterable`` is not an async iterable, or ``loop`` not an event loop.
+        ValueError: ``loop`` is closed.
 
     Example:
         >>> async def numbers():

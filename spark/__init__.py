@@ -6,14 +6,13 @@ batch. ``python -m spark`` runs the main pipeline. Needs the ``spark`` extra (py
 pyarrow) and Java 17; ``spark.local`` starts local sessions and a local Connect server.
 """
 
+from adapters._extras import missing_extra
+
 try:
     import pyarrow  # noqa: F401
     import pyspark  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        f"the spark package needs pyspark and pyarrow ({exc}); "
-        "install them with: pip install 'reactive-streams-py[spark]'"
-    ) from exc
+except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
+    raise missing_extra(exc, "the spark package", "spark") from exc
 
 from spark.dataframe import (
     BatchSubscriber,

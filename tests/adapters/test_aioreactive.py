@@ -528,6 +528,15 @@ class TestFromAsyncObservable:
         with pytest.raises(TypeError, match="AsyncObservable"):
             from_async_observable([1, 2])  # type: ignore[arg-type]
 
+    def test_a_bad_loop_is_refused_at_the_call(self) -> None:
+        """loop= must be an event loop, and not a closed one (ValueError at the call)."""
+        with pytest.raises(TypeError, match="loop must be an asyncio event loop"):
+            from_async_observable(rx.single(1), loop=1)  # type: ignore[arg-type]
+        closed = asyncio.new_event_loop()
+        closed.close()
+        with pytest.raises(ValueError, match="loop is closed"):
+            from_async_observable(rx.single(1), loop=closed)
+
     def test_asend_from_another_loop_is_refused(self, loop: asyncio.AbstractEventLoop) -> None:
         """A source signalling from a different loop gets a clear RuntimeError from asend."""
         leaky = Capturing()

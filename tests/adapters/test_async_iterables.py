@@ -675,6 +675,16 @@ class TestFromAsyncIterable:
         with pytest.raises(TypeError, match="async iterable"):
             from_async_iterable([1, 2, 3])  # type: ignore[arg-type]
 
+    def test_a_bad_loop_is_refused_at_the_call(self) -> None:
+        """loop= must be an event loop (TypeError), and not a closed one, which could never
+        run the stream (ValueError, at the call rather than at subscribe)."""
+        with pytest.raises(TypeError, match="loop must be an asyncio event loop"):
+            from_async_iterable(CountingAsyncIterator(1), loop="loop")  # type: ignore[arg-type]
+        closed = asyncio.new_event_loop()
+        closed.close()
+        with pytest.raises(ValueError, match="loop is closed"):
+            from_async_iterable(CountingAsyncIterator(1), loop=closed)
+
     def test_requests_from_many_threads(self, loop: asyncio.AbstractEventLoop) -> None:
         """request(1) from 8 threads at once adds up: exactly the demand arrives, in order."""
         source = CountingAsyncIterator(10_000)
