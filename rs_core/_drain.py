@@ -27,7 +27,7 @@ from threading import get_ident
 from typing import Any, Final, Generic, TypeVar, final
 
 from rs_core._demand import UNBOUNDED, add_cap, check_request, produced
-from rs_core._subscription import report_dropped
+from rs_core._subscription import logger, report_dropped
 from rs_core.api import Subscriber
 
 __all__ = [
@@ -563,8 +563,10 @@ class DrainSubscription(Generic[T]):
         subscriber, source = self._release()
         if source is not None:
             _close(source)
-        if cancelled or subscriber is None:  # the subscriber cancelled: nobody to tell
-            report_dropped(exc, where="the drain could not be scheduled after cancel")
+        if cancelled or subscriber is None:
+            # Cancelled: the drain only had the source to close, done just now; an executor
+            # shut down after its user cancelled (or at interpreter exit) is no error.
+            logger.debug("a drain after cancel could not be scheduled (%r)", exc)
             return
         # §1.4: the publisher cannot go on; the subscriber hears why, here.
         error = RuntimeError(

@@ -741,18 +741,22 @@ def test_race_reraises_a_base_exception_raised_by_an_action() -> None:
 def test_a_policy_that_fails_after_cancel_signals_nothing(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """cancel() whose drain cannot be scheduled: the source is still closed, the failure is
-    logged, and the subscriber, which cancelled, hears nothing (§3.6, §1.8)."""
+    """cancel() whose drain cannot be scheduled: the source is still closed, and the
+    subscriber, which cancelled, hears nothing (§3.6, §1.8). Nothing was lost, so nothing is
+    logged as an error (an iterator left open at interpreter exit did log a traceback): a
+    debug line only."""
     loop = asyncio.new_event_loop()
     source = PullSource(range(10))
     drain, subscriber = start(source, policy=OnLoop(loop))
     loop.run_until_complete(asyncio.sleep(0))  # the drain start() scheduled runs, goes idle
     loop.close()
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.DEBUG, logger="rs_core"):
         drain.cancel()
     assert source.closes == 1
     assert not subscriber.is_terminated
-    assert any("could not be scheduled" in r.getMessage() for r in caplog.records)
+    assert [r.levelno for r in caplog.records if "could not be scheduled" in r.getMessage()] == [
+        logging.DEBUG
+    ]
 
 
 @pytest.fixture
