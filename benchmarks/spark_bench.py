@@ -9,6 +9,7 @@ process only goes up). Each result is a dict: ``name, ours, baseline, unit, rati
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import subprocess
@@ -314,6 +315,18 @@ def run(
     return results
 
 
-if __name__ == "__main__":
-    for line in run(**({"rows": int(sys.argv[1])} if len(sys.argv) > 1 else {})):
+def _main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.spark_bench",
+        description="The Spark benchmarks alone, one JSON line per result.",
+    )
+    parser.add_argument("rows", nargs="?", type=int, help="rows per read (default: run()'s)")
+    args = parser.parse_args()
+    if args.rows is not None and args.rows <= 0:
+        parser.error(f"rows must be a positive number, got {args.rows}")
+    for line in run(**({"rows": args.rows} if args.rows is not None else {})):
         print(json.dumps(line))
+
+
+if __name__ == "__main__":
+    _main()
