@@ -35,6 +35,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
 from typing import Any, Final, Literal
 
 import pyarrow as pa
@@ -43,12 +44,16 @@ import pyspark.serializers
 _ser: Any = pyspark.serializers  # untyped module: the framing helpers of the py4j sockets
 
 __all__ = [
+    "DaemonThread",
     "Mode",
     "Reader",
     "cancel_later",
+    "check_dataframe",
+    "check_job_tag",
     "is_connect",
     "make_reader",
     "new_tag",
+    "session_stopped",
     "spark_error",
     "stopped_session",
 ]
@@ -57,7 +62,7 @@ Mode = Literal["rows", "arrow"]
 
 _TAG_PREFIX: Final = "rs-spark-"
 _RECANCEL_EVERY: Final = 0.05
-"""Seconds between two cancels of an interrupt that landed while a reader was opening."""
+"""Seconds between two cancels of an interrupt while Spark may still start a reader's work."""
 
 # Cancel calls waiting for the canceller thread. A SimpleQueue, because the finalizer of an
 # abandoned reader puts into it, and a finalizer may run on any thread at any allocation, even
@@ -65,6 +70,79 @@ _RECANCEL_EVERY: Final = 0.05
 _cancels: queue.SimpleQueue[tuple[Callable[..., object], tuple[Any, ...]]] = queue.SimpleQueue()
 _canceller: threading.Thread | None = None
 _canceller_lock = threading.Lock()
+
+
+class DaemonThread(Executor):
+    """One daemon thread that runs the tasks submitted to it in order: a subscription's own
+    thread. Not a ``ThreadPoolExecutor``, whose workers the interpreter joins at exit: a
+    program that ends (a consumer's exception, a ``return``) while its read is blocked on a
+    partition Spark is still computing would not exit until Spark finished it. A daemon
+    thread ends with the process (the JVM's jobs end with it, or are cancelled by the exit
+    hook of the canceller). The thread is named ``name`` (``join_reads`` finds it); it holds
+    only the task queue, so an abandoned subscription is collected, and its thread then
+    ends, as a ``ThreadPoolExecutor``'s would."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._tasks: _Tasks = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._shut = False
+        weakref.finalize(self, self._tasks.put, None)  # collected: the thread ends
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            if self._shut:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            self._tasks.put((future, lambda: fn(*args, **kwargs)))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=_work, args=(self._tasks,), name=self._name, daemon=True
+                )
+                self._thread.start()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """No more tasks; the thread ends after those already queued (``cancel_futures``
+        cancels them instead, as ``ThreadPoolExecutor`` does)."""
+        with self._lock:
+            self._shut = True
+            thread = self._thread
+            if cancel_futures:
+                while True:
+                    try:
+                        task = self._tasks.get_nowait()
+                    except queue.Empty:
+                        break
+                    if task is not None:
+                        task[0].cancel()
+            self._tasks.put(None)
+        if wait and thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+
+_Tasks = queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None]
+
+
+def _work(tasks: _Tasks) -> None:
+    """A DaemonThread's loop, until ``None``: shutdown, or its executor collected."""
+    while (task := tasks.get()) is not None:
+        _run_task(*task)
+        # Not kept while waiting for the next: the drain it ran holds the subscription,
+        # which an abandoned subscriber's collection (and its reader's finalizer) needs.
+        del task
+
+
+def _run_task(future: Future[Any], call: Callable[[], Any]) -> None:
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        result = call()
+    except BaseException as exc:  # as a ThreadPoolExecutor worker: into the future
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
 
 
 def join_reads(timeout: float) -> bool:
@@ -94,16 +172,46 @@ def stopped_session(df: Any) -> str | None:
     """Why ``df``'s session cannot serve it, read from Python-side state only (no call into
     Spark, so it is safe on any thread): ``None`` while the session looks alive."""
     try:
-        session = df.sparkSession
-        if is_connect(session):
-            if session.is_stopped:
-                return "the Spark Connect session of this DataFrame was stopped"
-            return None
-        if session.sparkContext._jsc is None:
-            return "the SparkContext of this DataFrame was stopped"
+        return session_stopped(df.sparkSession, "of this DataFrame ")
     except Exception:  # an unexpected shape: let the first pull report the real error
         return None
+
+
+def session_stopped(session: Any, whose: str = "") -> str | None:
+    """Why ``session`` cannot run anything (stopped), from Python-side state only; ``None``
+    while it looks alive, or when that cannot be told."""
+    try:
+        if is_connect(session):
+            if session.is_stopped:
+                return f"the Spark Connect session {whose}was stopped"
+            return None
+        if session.sparkContext._jsc is None:
+            return f"the SparkContext {whose}was stopped"
+    except Exception:
+        return None
     return None
+
+
+def check_dataframe(df: object, who: str) -> None:
+    """Refuse anything but a pyspark DataFrame (classic or Connect) at the call: a list or a
+    pandas DataFrame failed only at the first request, deep inside Spark."""
+    from pyspark.sql import DataFrame
+
+    if not isinstance(df, DataFrame):
+        raise TypeError(f"{who} requires a pyspark DataFrame, got {type(df).__name__}")
+
+
+def check_job_tag(job_tag: object) -> None:
+    """Spark's rule for a job tag (a non-empty string without a comma), at the call: a bad
+    one failed at the first request with a Py4JError or a Java IllegalArgumentException."""
+    if job_tag is None:
+        return
+    if not isinstance(job_tag, str):
+        raise TypeError(f"job_tag must be a str or None, got {type(job_tag).__name__}")
+    if not job_tag or "," in job_tag:
+        raise ValueError(
+            f"job_tag must be non-empty and hold no comma (Spark's rule), got {job_tag!r}"
+        )
 
 
 def check_read_options(mode: str, max_rows_per_batch: int | None) -> None:
@@ -181,17 +289,16 @@ def _run(fn: Callable[..., object], args: tuple[Any, ...]) -> None:
 class Reader:
     """The pull side of one subscription: ``open`` starts Spark, ``close`` releases it.
 
-    Cancel is by tag, and a tag cancels only what Spark runs at that moment. While the reader
+    Cancel is by tag, and a tag cancels only what Spark runs at that moment. A job or an
+    operation may start after a cancel call and would then run to its end: while the reader
     is *opening* (planning a query runs its earlier stages as jobs, one after another; a
-    Connect operation may not be registered on the server yet), a job or an operation may
-    start after a cancel call and would then run to its end: so an ``interrupt`` that lands
-    then cancels again every ``_RECANCEL_EVERY`` seconds, on a thread of its own, until the
-    opening is over (``close`` cancels once more).
+    Connect operation may not be registered on the server yet), and, on a classic session,
+    while the JVM's serving thread may still submit the job of a partition asked for just
+    before the cancel. So an ``interrupt`` cancels on a thread of its own, and again every
+    ``_RECANCEL_EVERY`` seconds while :meth:`_may_start_work` says Spark still may (``close``
+    cancels once more). Its own thread, not the shared canceller: a Connect cancel is an RPC
+    that may retry for minutes against an unreachable server.
     """
-
-    _cancel_on_own_thread = False
-    """A Connect cancel is an RPC that may retry for minutes (an unreachable server): it must
-    not hold up the shared canceller thread that every other subscription's cancel uses."""
 
     def __init__(self, tags: tuple[str, ...]) -> None:
         self.tags = tags
@@ -243,23 +350,23 @@ class Reader:
                 return
             self._interrupted = True
             running = self._started and not self.finished
-            opening = self._opening
         self._break_read()
-        if not running:
-            return
-        if opening or self._cancel_on_own_thread:
+        if running:
             threading.Thread(
-                target=self._cancel_while_opening, name=f"{self.tags[0]}-cancel", daemon=True
+                target=self._cancel_until_quiet, name=f"{self.tags[0]}-cancel", daemon=True
             ).start()
-        else:
-            cancel_later(self._cancel_tag)
 
-    def _cancel_while_opening(self) -> None:
+    def _may_start_work(self) -> bool:
+        """True while Spark may still start work for this reader that a cancel call made now
+        would miss: while opening; a subclass adds its own cases."""
+        with self._lock:
+            return self._opening
+
+    def _cancel_until_quiet(self) -> None:
         while True:  # §3.12: what starts after a cancel call must stop too
             _run(self._cancel_tag, ())
-            with self._lock:
-                if not self._opening:
-                    return
+            if not self._may_start_work():
+                return
             time.sleep(_RECANCEL_EVERY)
 
 
@@ -280,6 +387,7 @@ class _ClassicReader(Reader):
         self._prefetch = prefetch
         self._max_rows = max_rows
         self._sc: Any = None
+        self._server: Any = None  # the JVM's serving handler, once open() started it
         self._added: tuple[str, ...] = ()  # the job tags open() put on this thread
         self._sock: socket.socket | None = None
         self._iterator: Iterator[Any] | None = None
@@ -328,6 +436,7 @@ class _ClassicReader(Reader):
         if interrupted:  # close() cancels the first partition's job the server started
             raise _Interrupted()
         port, secret, server = server_info
+        self._server = server
         sockfile, sock = _create_local_socket((port, secret))
         with self._lock:
             interrupted = self._interrupted
@@ -353,6 +462,13 @@ class _ClassicReader(Reader):
         if sc is not None:
             sc.cancelJobsWithTag(self.tags[0])
 
+    def _may_start_work(self) -> bool:
+        """Also while the JVM's serving handler runs: it submits a partition's job when it
+        reads our request, so a request sent just before the cancel may start a job after
+        the cancel call (4 of 20 cancels left a job running, in a review's reproducer). The
+        handler returns once that job ends: cancelled, it ends at once."""
+        return super()._may_start_work() or not _handler_done(self._server)
+
     def _break_read(self) -> None:
         sock = self._sock  # set under the lock, before which interrupt() had no read to break
         if sock is not None:
@@ -366,28 +482,26 @@ class _ClassicReader(Reader):
                 pass
 
     def close(self) -> None:
+        # A prefetched or running partition job, or one the handler is about to start, must
+        # not outlive the subscription: interrupt cancels it, and again while the handler
+        # may start one (after a cancel that interrupted already, or the end, a no-op).
+        self.interrupt()
         iterator, self._iterator = self._iterator, None
         sc = self._sc
-        if sc is not None and self._started and not self.finished:
-            try:  # a prefetched or running partition job must not outlive the subscription
-                sc.cancelJobsWithTag(self.tags[0])
-            except Exception:
-                pass
         if iterator is not None:
             close = getattr(iterator, "close", None)
             if close is not None:
                 close()  # the generator's finally closes the socket
         detached = self._finalizer.detach() if self._finalizer is not None else None
         if detached is not None:  # closes the socket even if the generator never started
-            _close_quietly(*detached[2][:2])  # (the jobs were cancelled above)
+            _close_quietly(*detached[2][:2])  # (the jobs are cancelled by the interrupt)
         if sc is not None:
             for tag in self._added:
                 try:
                     sc.removeJobTag(tag)
                 except Exception:
                     pass
-        self._df = None
-        self._sc = None
+        self._df = None  # (_sc and _server stay: an interrupt's cancel loop may need them)
 
 
 def _serve(
@@ -427,6 +541,19 @@ def _serve(
         sock.close()
 
 
+def _handler_done(server: Any) -> bool:
+    """Whether the serving handler of ``toLocalIteratorAndServe`` returned (its result
+    promise is complete); True when that cannot be asked (no server, the JVM gone)."""
+    if server is None:
+        return True
+    try:  # SocketAuthServer's private promise: pyspark's own getResult() waits on it
+        return bool(
+            getattr(server, "org$apache$spark$security$SocketAuthServer$$promise")().isCompleted()
+        )
+    except Exception:
+        return True
+
+
 def spark_error(exc: Exception) -> Exception:
     """The pyspark exception behind a ``Py4JJavaError`` (e.g. ``PythonException`` for a failing
     UDF, ``SparkRuntimeException``), found along the Java cause chain; else ``exc`` itself."""
@@ -459,6 +586,13 @@ def _abandoned(sockfile: Any, sock: socket.socket, sc: Any, tag: str) -> None:
 
 
 def _close_quietly(sockfile: Any, sock: socket.socket) -> None:
+    """Close a reader's socket, first waking a read blocked in it on another thread: closing
+    the buffered file waits for the lock that read holds (at interpreter exit, the
+    finalizer of a reader whose thread was still reading waited for the partition)."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
     for closable in (sockfile, sock):
         try:
             closable.close()
@@ -488,8 +622,6 @@ def _chunks(batch: Any, max_rows: int | None) -> Iterator[Any]:
 
 class _ConnectReader(Reader):
     """Reader on a Spark Connect session: the client's lazy gRPC result stream."""
-
-    _cancel_on_own_thread = True
 
     def __init__(self, df: Any, mode: Mode, max_rows: int | None, tags: tuple[str, ...]) -> None:
         super().__init__(tags)

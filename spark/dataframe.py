@@ -18,10 +18,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar, final, overload
 
@@ -41,7 +41,17 @@ from rs_core._subscription import (
 )
 from rs_core.api import Publisher, Subscriber, Subscription
 from rs_core.errors import OverflowViolation
-from spark._partitions import Mode, Reader, check_read_options, make_reader, stopped_session
+from spark._partitions import (
+    DaemonThread,
+    Mode,
+    Reader,
+    check_dataframe,
+    check_job_tag,
+    check_read_options,
+    make_reader,
+    session_stopped,
+    stopped_session,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -76,7 +86,7 @@ class _DataFrameSource(Source[Any]):
 
     __slots__ = ("_executor", "_iterator", "_reader")
 
-    def __init__(self, reader: Reader, executor: ThreadPoolExecutor) -> None:
+    def __init__(self, reader: Reader, executor: DaemonThread) -> None:
         self._reader = reader
         self._executor = executor
         self._iterator: Iterator[Any] | None = None
@@ -205,7 +215,7 @@ class DataFramePublisher(Generic[T]):
             max_rows_per_batch=self._max_rows,
             job_tag=self._job_tag,
         )
-        executor = ThreadPoolExecutor(1, thread_name_prefix=reader.tags[0])
+        executor = DaemonThread(f"{reader.tags[0]}_0")
         source = _DataFrameSource(reader, executor)
         DrainSubscription(_Hook(subscriber, reader), source, OnExecutor(executor)).start()
 
@@ -260,15 +270,17 @@ def from_dataframe(
         A Publisher; each Subscriber gets its own Spark jobs and its own thread.
 
     Raises:
-        ValueError: for an unknown ``mode`` or a non-positive ``max_rows_per_batch``.
+        TypeError: ``df`` is not a pyspark DataFrame; ``job_tag`` is not a str.
+        ValueError: for an unknown ``mode``, a non-positive ``max_rows_per_batch``, or a
+            ``job_tag`` that is empty or holds a comma.
 
     Example:
         >>> from adapters.iterables import to_iterator
         >>> rows = list(to_iterator(from_dataframe(spark.range(3))))  # doctest: +SKIP
     """
     check_read_options(mode, max_rows_per_batch)
-    if df is None:
-        raise TypeError("from_dataframe() requires a DataFrame, got None")
+    check_dataframe(df, "from_dataframe()")
+    check_job_tag(job_tag)
     return DataFramePublisher(df, mode, bool(prefetch_partitions), max_rows_per_batch, job_tag)
 
 
@@ -677,7 +689,20 @@ def _batcher(
             f"{name}(): spark_session must be a SparkSession (classic or Connect), "
             f"got {type(session).__name__}"
         )
+    stopped = session_stopped(session)
+    if stopped is not None:  # else a DataFrame that fails only when used
+        raise RuntimeError(f"{name}(): {stopped}")
     return _ArrowBatcher(schema, session)
+
+
+def _target(name: str, what: str, target: object) -> str:
+    """A write's ``path`` or ``table``, checked at the call (a None path failed only after
+    the first batch had been read: 'Can not create a Path from a null string')."""
+    if what == "path" and isinstance(target, os.PathLike):
+        target = os.fspath(target)
+    if not isinstance(target, str) or not target:
+        raise TypeError(f"{name}(): {what} must be a non-empty str, got {target!r}")
+    return target
 
 
 def _drain_batches(
@@ -823,12 +848,13 @@ def write_parquet(
             was written, the last batch possibly short), or the write's error (the
             subscription is cancelled first).
     """
+    folder = _target("write_parquet", "path", path)
     return _write(
         "write_parquet",
         publisher,
         spark_session,
-        path,
-        lambda frame: frame.write.mode("append").parquet(path),
+        folder,
+        lambda frame: frame.write.mode("append").parquet(folder),
         batch_size,
         schema,
         max_batches,
@@ -849,12 +875,13 @@ def write_table(
     Same demand discipline as :func:`write_parquet`; the table is created on the first batch
     if it does not exist (``saveAsTable`` in append mode).
     """
+    name = _target("write_table", "table", table)
     return _write(
         "write_table",
         publisher,
         spark_session,
-        table,
-        lambda frame: frame.write.mode("append").saveAsTable(table),
+        name,
+        lambda frame: frame.write.mode("append").saveAsTable(name),
         batch_size,
         schema,
         max_batches,

@@ -27,15 +27,16 @@ import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, final
 
 from rs_core._drain import EMPTY, END, DrainSubscription, OnExecutor, Source, _Marker
 from rs_core._subscription import reject, require_subscriber
 from rs_core.api import Publisher, Subscriber, Subscription
 from spark._partitions import (
+    DaemonThread,
     Mode,
     cancel_later,
+    check_dataframe,
     check_read_options,
     is_connect,
     make_reader,
@@ -87,7 +88,7 @@ class _StreamSource(Source[Any]):
         self,
         df: Any,
         options: _Options,
-        executor: ThreadPoolExecutor,
+        executor: DaemonThread,
     ) -> None:
         self._df = df
         self._options = options
@@ -405,7 +406,7 @@ class StreamPublisher(Generic[T]):
         if stopped is not None:  # known without calling Spark: refuse at once (§1.9)
             reject(subscriber, RuntimeError(stopped))
             return
-        executor = ThreadPoolExecutor(1, thread_name_prefix="rs-spark-stream")
+        executor = DaemonThread("rs-spark-stream_0")
         source = _StreamSource(self._df, self._options, executor)
         DrainSubscription(_Hook(subscriber, source), source, OnExecutor(executor)).start()
 
@@ -442,8 +443,7 @@ def from_stream(
     check_read_options(mode, max_rows_per_batch)
     if type(buffer_size) is not int or buffer_size <= 0:
         raise ValueError(f"buffer_size must be a positive int, got {buffer_size!r}")
-    if streaming_df is None:
-        raise TypeError("from_stream() requires a streaming DataFrame, got None")
+    check_dataframe(streaming_df, "from_stream()")
     if not is_connect(streaming_df) and not streaming_df.isStreaming:
         raise ValueError("from_stream() requires a streaming DataFrame (spark.readStream...)")
     if trigger is not None:
@@ -463,6 +463,14 @@ def from_stream(
                 f"trigger takes one of {sorted(_TRIGGERS)} (DataStreamWriter.trigger), "
                 f"got {dict(trigger)!r}"
             )
+        ((kind, value),) = trigger.items()
+        if kind == "processingTime" and not (isinstance(value, str) and value.strip()):
+            raise ValueError(
+                f"trigger={{'processingTime': ...}} takes an interval string such as "
+                f"'5 seconds', got {value!r}"
+            )
+        if kind != "processingTime" and value is not True:
+            raise ValueError(f"trigger={{{kind!r}: ...}} takes True, got {value!r}")
     options = _Options(
         mode, buffer_size, trigger, checkpoint_location, query_name, max_rows_per_batch
     )

@@ -10,7 +10,8 @@ import socket
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+import weakref
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -426,7 +427,9 @@ def test_a_row_a_read_in_progress_gets_after_the_cancel_is_dropped(
 
     monkeypatch.setattr("spark.dataframe.make_reader", lambda *args, **kwargs: RowAsCancelLands())
     subscriber: RecordingSubscriber[Any] = RecordingSubscriber()
-    from_dataframe(object()).subscribe(subscriber)  # type: ignore[call-overload]
+    from pyspark.sql import DataFrame
+
+    from_dataframe(object.__new__(DataFrame)).subscribe(subscriber)  # never read: a stand-in
     subscriber.await_subscribed()
     subscriber.request(1)
     assert reading.wait(10)
@@ -558,6 +561,75 @@ def test_stopping_the_classic_session_mid_stream_becomes_on_error() -> None:
     assert "ON_ERROR" in result.stdout, result.stdout + result.stderr[-3000:]
 
 
+_EXIT_MID_READ = textwrap.dedent(
+    """
+    from adapters.iterables import to_iterator
+    from spark import from_dataframe
+    from spark.local import local_session
+
+    spark = local_session("local[2]")
+    stuck = spark.range(0, 4 * 10**11, 1, 2).filter("id % 1000000007 = 3")
+    rows = to_iterator(from_dataframe(spark.range(0, 5, 1, 1).union(stuck)))
+    for row in rows:  # demand is outstanding: the read waits on the stuck partition
+        if row.id == 4:
+            print("FAILING", flush=True)
+            raise SystemExit(3)  # the program ends; `rows` is still referenced, never closed
+    """
+)
+
+
+def test_a_program_ending_mid_read_exits() -> None:
+    """A program that ends while a read waits on a partition Spark is still computing (the
+    iterator never closed) exits: the subscription's thread does not hold the interpreter's
+    exit (a ThreadPoolExecutor worker did, until the partition was done: many minutes here),
+    nor does closing its socket at exit."""
+    result = run_python("-c", _EXIT_MID_READ, timeout=150)
+    assert "FAILING" in result.stdout and result.returncode == 3, result.stderr[-3000:]
+
+
+class _CancelAtRequest:
+    """Stands for ``pyspark.serializers`` in the reader: cancels right after the request for
+    the second partition has left (on the subscription's thread, before it waits for the
+    answer), as a consumer's cancel landing then would."""
+
+    def __init__(self, cancel: Callable[[], None]) -> None:
+        self.cancel = cancel
+        self.requests = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_partitions.pyspark.serializers, name)
+
+    def write_int(self, value: int, stream: Any) -> None:
+        _partitions.pyspark.serializers.write_int(value, stream)
+        if value == 1:
+            self.requests += 1
+            if self.requests == 2:
+                stream.flush()
+                self.cancel()
+
+
+def test_spec312_a_cancel_right_after_a_partition_request_stops_its_job(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """§3.12: a cancel that lands as the reader has just asked for the next partition (the
+    JVM submits that job a moment later, after a single cancel call may have run) still
+    stops it: the interrupt cancels again while the serving handler may start one. Racy by
+    nature: a single cancel left the job running in about 4 of 10 rounds, so ten rounds."""
+    df = fast_then_stuck(spark)
+    for round_ in range(10):
+        tag = f"cancel-at-request-{round_}"
+        subscriber: RecordingSubscriber[Any] = RecordingSubscriber(UNBOUNDED)
+        monkeypatch.setattr(_partitions, "_ser", _CancelAtRequest(subscriber.cancel))
+        from_dataframe(df, job_tag=tag).subscribe(subscriber)
+        try:
+            wait_until(lambda: len(jobs_for_tag(spark, tag)) == 2, 60, "the second job")  # noqa: B023
+            # A job left running would run for many minutes: cancelled, it ends at once.
+            wait_until(lambda: active_jobs_for_tag(spark, tag) == [], 20, "the job's end")  # noqa: B023
+        finally:
+            spark.sparkContext.cancelJobsWithTag(tag)  # never leave one running for the next
+        assert [row.id for row in subscriber.elements] == [0, 1, 2, 3, 4]
+
+
 # -- event loops -----------------------------------------------------------------------------
 
 
@@ -640,6 +712,14 @@ def test_bad_arguments_are_refused_at_once(spark: Any) -> None:
         from_dataframe(df, max_rows_per_batch=10)  # type: ignore[call-overload]
     with pytest.raises(TypeError):
         from_dataframe(None)  # type: ignore[call-overload]
+    for not_a_dataframe in ([1, 2], df.toPandas()):  # failed only at the first request
+        with pytest.raises(TypeError, match="requires a pyspark DataFrame, got"):
+            from_dataframe(not_a_dataframe)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="job_tag must be a str"):
+        from_dataframe(df, job_tag=5)  # type: ignore[call-overload]
+    for tag in ("", "a,b"):  # Spark's IllegalArgumentException, at the first request
+        with pytest.raises(ValueError, match="job_tag must be non-empty and hold no comma"):
+            from_dataframe(df, job_tag=tag)
     assert is_connect(df) is False
 
 
@@ -676,3 +756,59 @@ def test_cancel_and_request_racing_from_many_threads(spark: Any) -> None:
         assert len(subscriber.elements) == count
         subscriber.assert_no_violations()
     wait_until(lambda: active_jobs_for_tag(spark, tag) == [], 60, "no tagged job running")
+
+
+def test_daemon_thread_runs_tasks_in_order_on_one_daemon_thread() -> None:
+    """The subscription's executor: one daemon thread named as asked, tasks in order, a
+    raising task's error in its future; after shutdown a submit is refused (as a
+    ThreadPoolExecutor refuses it), queued tasks still run, or are cancelled with
+    cancel_futures, and the thread ends."""
+    executor = _partitions.DaemonThread("rs-spark-000000000000_0")
+    gate = threading.Event()
+    seen: list[tuple[int, str, bool]] = []
+
+    def task(i: int) -> int:
+        current = threading.current_thread()
+        seen.append((i, current.name, current.daemon))
+        return i
+
+    blocked = executor.submit(gate.wait, 5)
+    futures = [executor.submit(task, i) for i in range(3)]
+    failing = executor.submit(lambda: 1 // 0)
+    executor.shutdown(wait=False)
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        executor.submit(task, 99)
+    gate.set()
+    assert blocked.result(5) is True and [f.result(5) for f in futures] == [0, 1, 2]
+    assert isinstance(failing.exception(5), ZeroDivisionError)
+    assert seen == [(i, "rs-spark-000000000000_0", True) for i in range(3)]
+    wait_until(no_owned_threads, 5, "the thread to end")
+
+    cancelling = _partitions.DaemonThread("rs-spark-000000000001_0")
+    gate.clear()
+    cancelling.submit(gate.wait, 5)
+    queued = cancelling.submit(task, 7)
+    cancelling.shutdown(wait=False, cancel_futures=True)
+    gate.set()
+    assert queued.cancelled()
+    wait_until(no_owned_threads, 5, "the thread to end")
+
+
+def test_an_abandoned_daemon_thread_ends_when_collected() -> None:
+    """A DaemonThread dropped without shutdown (an abandoned subscription's) lets its thread
+    end once collected, as a ThreadPoolExecutor's worker does; the last task it ran is not
+    kept alive meanwhile."""
+    executor = _partitions.DaemonThread("rs-spark-000000000002_0")
+
+    class Payload:
+        pass
+
+    payload = Payload()
+    kept = weakref.ref(payload)
+    executor.submit(lambda p: None, payload).result(5)
+    del payload
+    gc.collect()
+    assert kept() is None  # the idle thread does not hold its last task
+    del executor
+    gc.collect()
+    wait_until(no_owned_threads, 5, "the thread to end")

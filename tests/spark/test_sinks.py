@@ -181,6 +181,35 @@ def test_to_dataframe_refuses_a_session_that_is_not_one_before_pulling() -> None
     assert source.pulled == 0
 
 
+class _StoppedSession:
+    """What a classic SparkSession looks like from Python once its context was stopped."""
+
+    class sparkContext:  # noqa: N801 (SparkSession's attribute name)
+        _jsc = None
+
+    def createDataFrame(self, *args: Any) -> Any:  # noqa: N802 (SparkSession's name)
+        raise AssertionError("never called: refused before")
+
+
+def test_sinks_refuse_a_stopped_session_and_a_bad_target_before_pulling(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A stopped session is refused at the call (to_dataframe returned a DataFrame that
+    failed when used); a write's path or table must be a non-empty str (a None path failed
+    after the first batch was read)."""
+    source = CountingGenerator()
+    with pytest.raises(RuntimeError, match="to_dataframe\\(\\): the SparkContext was stopped"):
+        to_dataframe(from_iterable(source), _StoppedSession())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="write_parquet\\(\\): path must be a non-empty str"):
+        write_parquet(from_iterable(source), spark, None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="write_table\\(\\): table must be a non-empty str"):
+        write_table(from_iterable(source), spark, "")
+    assert source.pulled == 0
+    rows = [{"i": i} for i in range(3)]
+    stats = write_parquet(from_iterable(rows), spark, tmp_path / "out", batch_size=3)
+    assert stats.rows == 3 and stats.target == str(tmp_path / "out")  # a PathLike is a path
+
+
 def test_a_ddl_schema_works_with_only_a_connect_session(connect_server: Any) -> None:
     """A DDL schema is parsed by the session given, so a process with only a Spark Connect
     session (no classic SparkContext to parse it) can pass one."""

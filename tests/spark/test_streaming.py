@@ -148,6 +148,12 @@ def test_a_batch_dataframe_is_refused(spark: Any) -> None:
         from_stream(frame, trigger="1 second")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="trigger"):
         from_stream(frame, trigger={"procesingTime": "1 second"})
+    with pytest.raises(ValueError, match="takes an interval string such as"):
+        from_stream(frame, trigger={"processingTime": 5})  # Spark refused it at the first pull
+    with pytest.raises(ValueError, match=r"\{'availableNow': \.\.\.\} takes True"):
+        from_stream(frame, trigger={"availableNow": "yes"})
+    with pytest.raises(TypeError, match="requires a pyspark DataFrame"):
+        from_stream([1, 2])  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         from_stream(frame, mode="pandas")  # type: ignore[arg-type]
     for bad in (0, -1, 2.5):  # -1 used to drop every row, 0 to fail the query later
@@ -243,15 +249,17 @@ def test_a_stopped_session_is_refused_at_subscribe() -> None:
     """As from_dataframe: a session known to be stopped gives on_subscribe then on_error
     naming it, not a raw Py4JJavaError at the first request."""
 
-    class _Stopped:
-        isStreaming = True
+    from pyspark.sql import DataFrame
+
+    class _Stopped(DataFrame):  # a stand-in, never initialised
+        isStreaming = True  # type: ignore[assignment]
 
         class sparkSession:  # noqa: N801 - the shape of a DataFrame's session
             class sparkContext:  # noqa: N801
                 _jsc = None
 
     subscriber: RecordingSubscriber[Any] = RecordingSubscriber(1)
-    from_stream(_Stopped()).subscribe(subscriber)  # type: ignore[arg-type]
+    from_stream(object.__new__(_Stopped)).subscribe(subscriber)
     subscriber.await_terminal(10)
     assert isinstance(subscriber.error, RuntimeError)
     assert "SparkContext of this DataFrame was stopped" in str(subscriber.error)
