@@ -25,6 +25,8 @@ from rs_core.tck import (
 )
 
 try:
+    from pyspark.sql import DataFrame
+
     from spark import BatchSubscriber, from_dataframe
     from spark.local import java_problem, local_session
 except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -67,12 +69,13 @@ class _StoppedSession:
         _jsc = None
 
 
-class _DataFrameOfAStoppedSession:
+class _DataFrameOfAStoppedSession(DataFrame):
     """Stands for a DataFrame whose SparkContext was stopped (stopping the shared session
     would end every other case): ``from_dataframe`` sees it from Python-side state and refuses
-    each subscriber with ``on_subscribe`` then ``on_error``, without calling Spark."""
+    each subscriber with ``on_subscribe`` then ``on_error``, without calling Spark. Never
+    initialised (``object.__new__``): a pyspark DataFrame by type only."""
 
-    sparkSession = _StoppedSession()
+    sparkSession = _StoppedSession()  # type: ignore[assignment]
 
 
 class FromDataFrameRowsVerification(PublisherVerification[Any]):
@@ -86,7 +89,7 @@ class FromDataFrameRowsVerification(PublisherVerification[Any]):
         return from_dataframe(_frame(elements))
 
     def create_failed_publisher(self) -> Publisher[Any] | None:
-        return from_dataframe(_DataFrameOfAStoppedSession())  # type: ignore[call-overload, no-any-return]
+        return from_dataframe(object.__new__(_DataFrameOfAStoppedSession))
 
 
 class FromDataFrameArrowVerification(FromDataFrameRowsVerification):

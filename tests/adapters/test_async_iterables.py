@@ -641,11 +641,13 @@ class TestFromAsyncIterable:
         sub.assert_no_violations()
 
     def test_closed_loop_rejects(self) -> None:
-        """A loop closed before subscribe is reported through on_error, not raised."""
+        """A loop closed between the call and subscribe is reported through on_error, not
+        raised (one closed already at the call is a ValueError there)."""
         closed = asyncio.new_event_loop()
+        publisher = from_async_iterable(FreshEachTime(3), loop=closed)
         closed.close()
         sub: RecordingSubscriber[int] = RecordingSubscriber(1)
-        from_async_iterable(FreshEachTime(3), loop=closed).subscribe(sub)
+        publisher.subscribe(sub)
         assert isinstance(sub.error, RuntimeError) and "closed" in str(sub.error)
 
     def test_one_shot_iterator_serves_one_subscriber(self, loop: asyncio.AbstractEventLoop) -> None:
