@@ -259,6 +259,8 @@ class DrainSubscription(Generic[T]):
         "_lock",
         "_policy",
         "_requested",
+        "_rescheduler",
+        "_resumed",
         "_sink",
         "_source",
         "_subscriber",
@@ -286,6 +288,8 @@ class DrainSubscription(Generic[T]):
         self._lessee: int | None = None
         self._credit = 0
         self._drainer = 0  # the id of the thread running the drain loop, while it runs
+        self._rescheduler = 0  # the thread handing the next batch to the policy, meanwhile
+        self._resumed = False  # ... which ran it at once: that thread's loop goes on instead
         self._fallback: Callable[[T], None] = _refuse
         self._deliver: Callable[[T], None] = subscriber.on_next  # the lessee's, bound once
         source.bind(self.wake)
@@ -580,8 +584,22 @@ class DrainSubscription(Generic[T]):
             report_dropped(failure, rule="2.13", where="on_error raised")
 
     def _drain(self) -> None:
-        self._drainer = get_ident()  # this thread holds the WIP: nobody else writes it now
-        if not self._drain_loop():
+        me = get_ident()
+        if self._rescheduler == me:
+            # Our own reschedule, run at once by an executor that runs tasks in submit():
+            # the loop that rescheduled goes on instead of nesting a batch deeper (§3.3).
+            self._resumed = True
+            return
+        self._drainer = me  # this thread holds the WIP: nobody else writes it now
+        try:
+            passed = self._drain_loop()
+        except Exception as exc:  # escaped the loop's own handling (a source's consumed()
+            passed = False  # calling a request upstream that raised): §1.4, the subscriber
+            self._fail(exc)  # hears it instead of it vanishing into an executor's Future
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit from on_next or the
+            self._abort(exc)  # source: the subscription ends (§3.13); the caller gets it
+            raise
+        if not passed:
             self._drainer = 0  # terminated or cancelled: the WIP stays held for good
 
     def _drain_loop(self) -> bool:
@@ -643,8 +661,15 @@ class DrainSubscription(Generic[T]):
                         self._drainer = 0  # under the lock, before another can take the WIP
             if rescheduled:
                 self._drainer = 0  # the next task may start before this call returns
-                self._schedule()
-                return True
+                self._rescheduler = get_ident()
+                try:
+                    self._schedule()
+                finally:
+                    self._rescheduler = 0
+                if not self._resumed:
+                    return True
+                self._resumed = False  # the policy ran it right here: go on, one level up
+                self._drainer = get_ident()
             if missed == 0:
                 return True
 
@@ -808,6 +833,27 @@ class DrainSubscription(Generic[T]):
             self._stop_cancelled(source)
             return False
         return True
+
+    def _fail(self, error: Exception) -> None:
+        """An exception escaped the drain loop: end the stream with it (§1.4), once."""
+        subscriber, source = self._subscriber, self._source
+        if subscriber is None or source is None:
+            report_dropped(error, where="the drain, after the subscription ended")
+            return
+        self._terminate(subscriber, source, error)
+
+    def _abort(self, error: BaseException) -> None:
+        """A BaseException is passing through the drain: count the subscription as cancelled
+        and release it (§3.13), so the WIP it keeps blocks nothing that matters; reported
+        when it may vanish in a policy's task rather than reach a caller."""
+        with self._lock:
+            self._cancelled = True
+        _, source = self._release()
+        if source is not None:
+            _close(source)
+        self._drainer = 0
+        if self._policy is not INLINE:
+            report_dropped(error, where="a BaseException ended the drain")
 
     def _stop_cancelled(self, source: Source[T]) -> None:
         """Cancelled during emission: release and close (§3.13). A fused sink is only ever

@@ -111,11 +111,12 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         if lazy:  # the consumer may have found the queue empty with demand already: it
             self._wake()  # looks again, on its own thread, and makes the request there
         else:
-            subscription.request(self._replenisher.prefetch)
+            self._ask(subscription, self._replenisher.prefetch)
 
     def on_next(self, element: T) -> None:
-        if element is None:
-            require_element(element)  # §2.13: raises TypeError
+        if element is None:  # §2.13: the subscription counts as cancelled, the consumer
+            self.fail_upstream(TypeError("§2.13: upstream signalled on_next(None)"))  # hears
+            require_element(element)  # why, and upstream gets its TypeError
         if self._done:
             return  # §2.8: late elements after close
         self._received += 1
@@ -140,7 +141,9 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         self._wake()  # an upstream drain appended to the empty queue (see on_next)
 
     def on_error(self, error: Exception) -> None:
-        require_error(error)  # §2.13
+        if error is None:  # §2.13, as for on_next(None)
+            self.fail_upstream(TypeError("§2.13: upstream signalled on_error(None)"))  # type: ignore[unreachable]
+        require_error(error)  # §2.13: raises TypeError for None
         if self._done:  # after our cancel it may legally race in (§1.8); after the end, not
             rule = "1.8" if self._upstream is CANCELLED else "1.7"
             report_dropped(error, rule=rule, where="on_error after the queue was closed or ended")
@@ -188,7 +191,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             first, self._lazy = self._lazy, False
             due = self._replenisher.start() if first else 0  # counted before on_next can come
         if due and upstream is not CANCELLED:
-            upstream.request(due)
+            self._ask(upstream, due)
 
     def consumed(self, n: int) -> None:
         due = self._replenisher.consumed(n)
@@ -198,7 +201,18 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
     def _request(self, due: int) -> None:
         upstream = self._upstream
         if upstream is not None:
-            upstream.request(due)  # the Replenisher counted ``due`` already (§1.1)
+            self._ask(upstream, due)  # the Replenisher counted ``due`` already (§1.1)
+
+    def _ask(self, upstream: Subscription, n: int) -> None:
+        """``upstream.request(n)``; one that raises breaks §3.16: upstream is cancelled and
+        the consumer gets the error after the elements already queued, instead of it
+        escaping into whoever consumed (an element popped and lost, or a drain's task)."""
+        try:
+            upstream.request(n)
+        except Exception as exc:
+            error = RuntimeError(f"§3.16: the upstream's request({n}) raised {exc!r}")
+            error.__cause__ = exc
+            self.fail_upstream(error)
 
     def at_end(self) -> bool:
         return self._done and not self._queue

@@ -8,7 +8,10 @@ Exception tree::
         └── OverflowViolation        more elements arrived than were requested (§1.1)
 
 ``asyncio.CancelledError`` and other ``BaseException`` subclasses are never caught or
-mapped by this library: they always propagate.
+mapped by this library: they always propagate. One passing through a publisher's drain (a
+``KeyboardInterrupt`` in ``on_next``) ends that subscription on its way: it counts as
+cancelled and its source is closed (a generator's ``finally`` runs); on an executor, where
+it would vanish into the task's ``Future``, it is also logged.
 """
 
 from __future__ import annotations

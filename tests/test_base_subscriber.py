@@ -400,6 +400,58 @@ def test_demand_requested_before_on_subscribe_is_passed_on_after_the_hook() -> N
     assert upstream.requests == [2, 3, 0]
 
 
+@pytest.mark.parametrize("bad", [True, None, "3", 1.5])
+def test_spec309_an_invalid_request_before_on_subscribe_is_passed_on_as_it_is(bad: Any) -> None:
+    """§3.9: request(True), request(None)... made before on_subscribe (or while another
+    thread's request is passed on) are kept as invalid and passed on as they came, for the
+    publisher's on_error: True was counted as a demand of 1, None raised TypeError."""
+    sub = Hooks(initial=2)
+    sub.request(bad)  # returns: deferred
+    upstream = Upstream()
+    sub.on_subscribe(upstream)
+    assert len(upstream.requests) == 2 and upstream.requests[0] == 2
+    assert upstream.requests[1] is bad  # itself: not a demand of 1 (True == 1), nor 0 + 1.5
+
+
+def test_spec207_no_request_reaches_the_subscription_between_on_subscribe_and_its_hook() -> None:
+    """§2.7: another thread's request() arriving as on_subscribe has just stored the upstream
+    waits for hook_on_subscribe's requests, instead of reaching the upstream first (and then
+    overlapping the hook's): the requester is claimed with the upstream, in one step."""
+
+    class GapLock:
+        """The subscriber's lock; once on_subscribe's lock section that stored the upstream
+        is over, another thread's request() runs to its end before on_subscribe goes on."""
+
+        def __init__(self, sub: Hooks) -> None:
+            self.lock = threading.Lock()
+            self.sub = sub
+            self.other: threading.Thread | None = None
+
+        def __enter__(self) -> None:
+            self.lock.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            self.lock.release()
+            if self.other is None and self.sub._upstream is not None:
+                self.other = threading.Thread(target=self.sub.request, args=(7,))
+                self.other.start()
+                self.other.join(5)
+
+    seen_at_hook: list[Any] = []
+
+    class Recording(Hooks):
+        def hook_on_subscribe(self, subscription: Subscription) -> None:
+            seen_at_hook.extend(upstream.requests)
+            super().hook_on_subscribe(subscription)
+
+    sub = Recording(initial=2)
+    sub._lock = GapLock(sub)  # type: ignore[assignment]
+    upstream = Upstream()
+    sub.on_subscribe(upstream)
+    assert seen_at_hook == []  # nothing reached the upstream before the hook ran
+    assert upstream.requests == [2, 7]  # the hook's first, then the other thread's
+
+
 def test_spec312_cancel_reaches_the_subscription_while_a_request_is_in_progress() -> None:
     """cancel() is not queued behind a request() that emits synchronously for ever."""
     entered = threading.Event()

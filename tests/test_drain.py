@@ -1337,3 +1337,94 @@ def test_a_polled_source_s_elements_are_never_compared_with_its_markers(end_know
     assert [element.value for element in sub.elements] == list(range(20))
     assert sub.completed
     sub.assert_no_violations()
+
+
+class RunsAtOnce(Executor):
+    """An executor that runs each task inside submit(), as a caller-runs policy does."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        future: Future[T] = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+def test_spec303_an_executor_running_tasks_in_submit_never_nests_the_batches() -> None:
+    """§3.3: each batch's reschedule handed to an executor that runs it at once resumes the
+    loop in progress instead of nesting a drain per batch (which hit RecursionError after
+    about 200 batches: on_error instead of the rest of the stream)."""
+    n = 1024 * (sys.getrecursionlimit() + 50)  # more batches than the stack has frames
+
+    class Counter:
+        count = 0
+        end: object = None
+
+        def on_subscribe(self, subscription: Any) -> None:
+            subscription.request(UNBOUNDED)
+
+        def on_next(self, element: int) -> None:
+            self.count += 1
+
+        def on_error(self, error: Exception) -> None:
+            self.end = error
+
+        def on_complete(self) -> None:
+            self.end = "complete"
+
+    counter = Counter()
+    from_iterable(range(n), executor=RunsAtOnce()).subscribe(counter)  # runs here, at once
+    assert counter.end == "complete" and counter.count == n
+
+
+def test_a_base_exception_from_on_next_ends_the_subscription_and_reaches_the_caller() -> None:
+    """A KeyboardInterrupt from on_next reaches the caller of request() (it is no Exception
+    to deliver), and the subscription ends with it: released (§3.13), the generator closed
+    (its finally runs), later requests and cancels harmless; it kept the WIP for good, so a
+    cancel closed nothing."""
+    closed = threading.Event()
+
+    def numbers() -> Iterator[int]:
+        try:
+            yield from range(10)
+        finally:
+            closed.set()
+
+    def interrupt(element: int) -> None:
+        if element == 1:
+            raise KeyboardInterrupt
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber()
+    sub.on_next_hook = interrupt
+    from_iterable(numbers()).subscribe(sub)
+    with pytest.raises(KeyboardInterrupt):
+        sub.request(5)
+    assert closed.is_set() and sub.elements == [0, 1] and not sub.is_terminated
+    subscription = sub.subscription
+    assert subscription is not None and subscription.is_cancelled  # type: ignore[attr-defined]
+    sub.request(1)
+    sub.cancel()
+    assert sub.elements == [0, 1]
+
+
+def test_a_base_exception_on_an_executor_is_reported_and_closes_the_source(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Under an executor the BaseException would vanish into the task's Future: the source is
+    closed all the same and the failure is logged."""
+    closed = threading.Event()
+
+    def numbers() -> Iterator[int]:
+        try:
+            yield from range(10)
+        finally:
+            closed.set()
+
+    def leave(element: int) -> None:
+        raise SystemExit
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber()
+    sub.on_next_hook = leave
+    with ThreadPoolExecutor(1) as pool, caplog.at_level(logging.ERROR, logger="rs_core"):
+        from_iterable(numbers(), executor=pool).subscribe(sub)
+        sub.request(5)
+        assert closed.wait(5)
+    assert "SystemExit" in caplog.text and not sub.is_terminated

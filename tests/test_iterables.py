@@ -999,3 +999,36 @@ def test_a_generator_requested_unbounded_completes_after_its_last_element() -> N
     assert sub.elements == [0, 1, 2]
     assert sub.completed
     assert sub.error is None
+
+
+def test_spec316_an_upstream_request_raising_loses_no_element_of_to_iterator() -> None:
+    """§3.16 broken upstream: its replenishing request raises. Every element it sent is
+    still yielded, then next() raises the error naming the rule (it escaped from the next()
+    that made the request, and the element that next() had popped was lost); upstream is
+    cancelled."""
+    cancelled: list[bool] = []
+
+    class RaisesOnSecondRequest:
+        def subscribe(self, subscriber: Subscriber[int]) -> None:
+            calls = 0
+
+            class _Subscription:
+                def request(self, n: int) -> None:
+                    nonlocal calls
+                    calls += 1
+                    if calls >= 2:
+                        raise RuntimeError("request raised")
+                    for i in range(n):
+                        subscriber.on_next(i)
+
+                def cancel(self) -> None:
+                    cancelled.append(True)
+
+            subscriber.on_subscribe(_Subscription())
+
+    got: list[int] = []
+    with pytest.raises(RuntimeError, match="§3.16") as failure:
+        for element in to_iterator(RaisesOnSecondRequest(), prefetch=4):
+            got.append(element)
+    assert got == [0, 1, 2, 3] and cancelled == [True]
+    assert str(failure.value.__cause__) == "request raised"

@@ -485,3 +485,80 @@ def test_spec312_cancel_while_a_synchronous_upstream_fills_a_window_stops_it_at_
     gate.set()
     assert closed.wait(5)
     assert reads == 3  # not 256: the window in progress was abandoned
+
+
+class _RequestRaises:
+    """An upstream breaking §3.16: it emits synchronously what each request asks for, and
+    its second request raises; it records its cancel."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.cancelled = threading.Event()
+        self.subscriber: Subscriber[int] | None = None
+
+    def subscribe(self, subscriber: Subscriber[int]) -> None:
+        self.subscriber = subscriber
+        outer = self
+
+        class _Subscription:
+            def request(self, n: int) -> None:
+                outer.calls += 1
+                if outer.calls >= 2:
+                    raise RuntimeError("request raised")
+                for i in range(n):
+                    subscriber.on_next(i)
+
+            def cancel(self) -> None:
+                outer.cancelled.set()
+
+        subscriber.on_subscribe(_Subscription())
+
+
+def test_spec316_an_upstream_request_raising_mid_stream_fails_the_subscriber(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """§3.16 broken upstream at the replenishing request: the subscriber gets the elements
+    queued, then on_error naming the rule, caused by the upstream's error, and upstream is
+    cancelled (the error vanished into the drain's task: the subscriber waited for ever)."""
+    upstream = _RequestRaises()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(100)
+    publish_on(upstream, pool, prefetch=4).subscribe(sub)
+    sub.await_terminal(5)
+    assert sub.elements == [0, 1, 2, 3]
+    assert isinstance(sub.error, RuntimeError) and "§3.16" in str(sub.error)
+    assert isinstance(sub.error.__cause__, RuntimeError) and upstream.cancelled.is_set()
+    sub.assert_no_violations()
+
+
+def test_spec213_on_next_none_from_upstream_cancels_it_and_fails_the_subscriber(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """§2.13: upstream's on_next(None) raises TypeError back to it, and the subscription
+    counts as cancelled: upstream is cancelled and the subscriber told why (it waited for
+    ever once the upstream's thread died of the TypeError)."""
+    cancelled = threading.Event()
+    result: list[BaseException] = []
+
+    class NoneSender:
+        def subscribe(self, subscriber: Subscriber[Any]) -> None:
+            class _Subscription:
+                def request(self, n: int) -> None:
+                    def send() -> None:
+                        subscriber.on_next(1)
+                        try:
+                            subscriber.on_next(None)
+                        except TypeError as exc:
+                            result.append(exc)
+
+                    threading.Thread(target=send).start()
+
+                def cancel(self) -> None:
+                    cancelled.set()
+
+            subscriber.on_subscribe(_Subscription())
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    publish_on(NoneSender(), pool).subscribe(sub)
+    sub.await_terminal(5)
+    assert sub.elements == [1] and isinstance(sub.error, TypeError) and "§2.13" in str(sub.error)
+    assert cancelled.is_set() and len(result) == 1

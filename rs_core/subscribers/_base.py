@@ -6,7 +6,7 @@ import threading
 from threading import get_ident
 from typing import Generic, TypeVar
 
-from rs_core._demand import UNBOUNDED, add_cap
+from rs_core._demand import UNBOUNDED, add_cap, check_request
 from rs_core._subscription import (
     CANCELLED,
     EMPTY_SUBSCRIPTION,
@@ -61,7 +61,8 @@ class BaseSubscriber(Generic[T]):
         # demand here for the caller in progress (or on_subscribe) to pass on.
         self._requester = 0  # the thread whose request() is passing demand on, 0 for none
         self._missed = 0  # positive demand not passed on yet (saturating)
-        self._missed_bad: int | None = None  # the first request(n <= 0) not passed on yet
+        self._missed_bad: tuple[object] | None = None  # (n,): the first invalid request(n)
+        # not passed on yet (n may be None itself: request(None) is invalid, §3.9)
 
     # -- Subscriber ----------------------------------------------------------------------
 
@@ -71,13 +72,14 @@ class BaseSubscriber(Generic[T]):
             duplicate = self._upstream is not None
             if not duplicate:
                 self._upstream = subscription
+                # Claimed with the upstream, in one step: another thread's request() from
+                # now on waits for the hook's (§2.7), none slips in between.
+                self._requester = get_ident()
             elif subscription is EMPTY_SUBSCRIPTION:  # §1.9: reject() sends on_error next
                 self._rejected = True
         if duplicate:  # §2.5 (also: cancelled before being subscribed)
             cancel_quietly(subscription)
             return
-        with self._lock:
-            self._requester = get_ident()  # other threads' requests wait for the hook
         try:
             self.hook_on_subscribe(subscription)
         except Exception as exc:
@@ -131,10 +133,12 @@ class BaseSubscriber(Generic[T]):
                 return
             upstream = self._upstream
             if upstream is None or (self._requester and self._requester != me):
-                if n > 0:  # on_subscribe, or the other thread's caller, passes it on
+                # on_subscribe, or the other thread's caller, passes it on: valid demand
+                # added up, the first invalid n (0, -1, True, None: §3.9) as it is
+                if check_request(n) is None:
                     self._missed = add_cap(self._missed, n)
                 elif self._missed_bad is None:
-                    self._missed_bad = n
+                    self._missed_bad = (n,)
                 return
             reentrant = self._requester == me  # from inside a signal our own request caused
             self._requester = me
@@ -164,7 +168,7 @@ class BaseSubscriber(Generic[T]):
                 if missed:
                     upstream.request(missed)
                 if bad is not None:
-                    upstream.request(bad)
+                    upstream.request(bad[0])  # type: ignore[arg-type]  # §3.9: as it came
             except BaseException:  # §3.16 broken by the upstream: the caller hears it
                 with self._lock:
                     self._requester = 0
