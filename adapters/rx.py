@@ -944,11 +944,13 @@ class RxProcessor(Generic[T, R]):
                         return
                     self._outstanding += n
                 upstream.request(n)  # type: ignore[union-attr]  # _requestable: not None
+        except Exception as exc:  # §3.16 broken: request must return normally. The upstream
+            failure = RuntimeError(f"§3.16: the upstream's request({n}) raised {exc!r}")
+            failure.__cause__ = exc  # has failed: it is cancelled, and its error goes
+            self._detach_upstream()  # through the chain as its on_error would, after the
+            self.on_error(failure)  # outputs already buffered (as PrefetchQueue does)
         finally:
-            if n > 0:  # request raised (a broken upstream, §3.16 says it returns normally):
-                # guess it recorded nothing, so what it asked for is not outstanding, and let
-                # a later call try again (an upstream that did record it may then overfill
-                # the buffer by that much)
+            if n > 0:  # request raised: whatever it recorded is not outstanding any more
                 with self._lock:
                     self._outstanding = max(0, self._outstanding - n)
                     self._replenishing = False
@@ -964,11 +966,14 @@ class RxProcessor(Generic[T, R]):
         )
 
     def _cancel_upstream(self) -> None:
+        self._detach_upstream()
+        self._chain.dispose()
+
+    def _detach_upstream(self) -> None:
         with self._lock:
             upstream, self._upstream = self._upstream, CANCELLED
         if upstream is not None and upstream is not CANCELLED and not self._upstream_done:
             upstream.cancel()  # §3.12, but never after upstream terminated (§2.3)
-        self._chain.dispose()
 
     def _close(self) -> None:
         """The stream is over (cancelled or ended): cancel upstream, dispose the chain, and

@@ -1000,6 +1000,8 @@ def test_arguments_are_checked() -> None:
         rx_processor(lambda x: x * 2)  # a function of the elements, not an operator
     with pytest.raises(TypeError, match="operator 1 .* made str, not an Observable"):
         rx_processor(ops.map(str), lambda x: str(x))
+    with pytest.raises(TypeError, match="operator 0 .* made function, not an Observable"):
+        rx_processor(ops.map, ops.map(str))  # a bare operator first: the next one got a function
     for strategy in ("block", "buffer", "error"):  # they never drop: on_drop would never run
         with pytest.raises(ValueError, match=f"on_drop is called only by .*{strategy!r} never"):
             from_observable(reactivex.empty(), overflow=strategy, on_drop=print)
@@ -1956,33 +1958,32 @@ def test_rx_processor_its_own_unwinding_is_not_reported(caplog: pytest.LogCaptur
     assert sub.elements == [0, 1, 2, 3] and isinstance(sub.error, OverflowViolation)
 
 
-def test_rx_processor_requests_again_after_a_request_that_raised() -> None:
-    """An upstream request that raises (propagating to its caller) leaves neither a request
-    "in progress" nor its amount counted as outstanding: the subscriber's next request
-    reaches upstream again, for the whole window."""
+def test_spec316_rx_processor_fails_the_stream_when_its_first_request_raises() -> None:
+    """An upstream request that raises breaks §3.16: the upstream has failed. It is
+    cancelled and the subscriber gets on_error naming the rule, caused by its error, instead
+    of the error escaping into upstream's on_subscribe."""
 
     class Flaky:
         def __init__(self) -> None:
             self.calls: list[int] = []
+            self.cancelled = False
 
         def request(self, n: int) -> None:
             self.calls.append(n)
-            if len(self.calls) == 1:
-                raise RuntimeError("flaky")
+            raise RuntimeError("flaky")
 
         def cancel(self) -> None:
-            pass
+            self.cancelled = True
 
     stage = rx_processor(ops.map(lambda x: x), buffer_size=4)
-    sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(1)
     stage.subscribe(sub)
     upstream = Flaky()
-    with pytest.raises(RuntimeError, match="flaky"):
-        stage.on_subscribe(upstream)  # its first request(1) raised
-    sub.request(1)  # the drain finds the buffer empty: the processor looks for room again
-    assert upstream.calls == [1, 1]
-    stage.on_next(5)  # the one requested: measured, then the window
-    assert sub.elements == [5] and upstream.calls == [1, 1, 4]
+    stage.on_subscribe(upstream)  # its first request(1) raised: returns normally
+    sub.await_terminal(5)
+    assert isinstance(sub.error, RuntimeError) and "§3.16" in str(sub.error)
+    assert str(sub.error.__cause__) == "flaky"
+    assert upstream.calls == [1] and upstream.cancelled
 
 
 @pytest.mark.parametrize(
@@ -2045,3 +2046,38 @@ def test_rx_processor_never_unwinds_a_thread_that_is_not_the_constructors() -> N
     sub: RecordingSubscriber[int] = RecordingSubscriber(10)
     stage.subscribe(sub)
     assert isinstance(sub.error, RuntimeError) and "outside its input's signals" in str(sub.error)
+
+
+def test_spec316_an_upstream_request_raising_fails_the_rx_processor_stream() -> None:
+    """§3.16 broken upstream: its request raises when the processor replenishes, from the
+    subscriber's request. That request returns normally, and the stream ends with on_error
+    carrying the upstream's error (it escaped the drain loop: raised into the subscriber's
+    request)."""
+    armed = False
+    sent = 0
+
+    class Upstream:
+        def subscribe(self, subscriber: Subscriber[int]) -> None:
+            class _Subscription:
+                def request(self, n: int) -> None:
+                    nonlocal sent
+                    if armed:
+                        raise RuntimeError("request raised")
+                    for _ in range(n):
+                        subscriber.on_next(sent)
+                        sent += 1
+
+                def cancel(self) -> None:
+                    pass
+
+            subscriber.on_subscribe(_Subscription())
+
+    stage = rx_processor(ops.map(lambda x: x), buffer_size=4)
+    Upstream().subscribe(stage)
+    sub: RecordingSubscriber[int] = RecordingSubscriber()
+    stage.subscribe(sub)
+    armed = True
+    sub.request(100)  # returns normally
+    sub.await_terminal(5)
+    assert isinstance(sub.error, RuntimeError) and "request raised" in repr(sub.error)
+    assert sub.elements == list(range(sent))  # what upstream sent, then the error
