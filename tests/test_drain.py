@@ -9,6 +9,7 @@ import logging
 import queue
 import sys
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -1375,11 +1376,64 @@ def test_spec303_an_executor_running_tasks_in_submit_never_nests_the_batches() -
     assert counter.end == "complete" and counter.count == n
 
 
-def test_a_base_exception_from_on_next_ends_the_subscription_and_reaches_the_caller() -> None:
+def test_spec303_an_executor_running_only_some_tasks_in_submit_keeps_one_drain() -> None:
+    """An executor that runs one reschedule inside submit() and hands the next ones to a
+    pool: the loop resumed after the inline one, and the pool's drains, never overlap
+    (§1.3), and every element arrives once, in order."""
+    pool = ThreadPoolExecutor(4)
+
+    class InlineOnce(Executor):
+        calls = 0
+
+        def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+            self.calls += 1
+            if self.calls == 2:  # the first reschedule: here, at once
+                return RunsAtOnce().submit(fn, *args, **kwargs)
+            return pool.submit(fn, *args, **kwargs)
+
+    n = 6 * 1024
+    sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    sub.on_next_hook = lambda _: time.sleep(0.00002)  # room for an overlapping drain
+    with pool:
+        from_iterable(range(n), executor=InlineOnce()).subscribe(sub)
+        sub.await_terminal(30)
+    assert sub.completed and sub.elements == list(range(n))
+    sub.assert_no_violations()  # §1.3: no two signals at once
+
+
+def test_delivering_here_holds_in_a_loop_resumed_after_an_inline_reschedule() -> None:
+    """The loop that resumed after its reschedule ran inline still counts as the drainer:
+    delivering_here() is True in every on_next (a source relies on it to fail instead of
+    waiting for itself)."""
+    answers: list[bool] = []
+
+    class Asker:
+        subscription: Any = None
+
+        def on_subscribe(self, subscription: Any) -> None:
+            self.subscription = subscription
+            subscription.request(UNBOUNDED)
+
+        def on_next(self, element: int) -> None:
+            answers.append(self.subscription.delivering_here())
+
+        def on_error(self, error: Exception) -> None:
+            pass
+
+        def on_complete(self) -> None:
+            pass
+
+    from_iterable(range(3 * 1024), executor=RunsAtOnce()).subscribe(Asker())
+    assert len(answers) == 3 * 1024 and all(answers)
+
+
+def test_a_base_exception_from_on_next_ends_the_subscription_and_reaches_the_caller(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """A KeyboardInterrupt from on_next reaches the caller of request() (it is no Exception
     to deliver), and the subscription ends with it: released (§3.13), the generator closed
     (its finally runs), later requests and cancels harmless; it kept the WIP for good, so a
-    cancel closed nothing."""
+    cancel closed nothing. The caller has it: nothing is logged."""
     closed = threading.Event()
 
     def numbers() -> Iterator[int]:
@@ -1395,8 +1449,9 @@ def test_a_base_exception_from_on_next_ends_the_subscription_and_reaches_the_cal
     sub: RecordingSubscriber[int] = RecordingSubscriber()
     sub.on_next_hook = interrupt
     from_iterable(numbers()).subscribe(sub)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt), caplog.at_level(logging.DEBUG, logger="rs_core"):
         sub.request(5)
+    assert caplog.records == []
     assert closed.is_set() and sub.elements == [0, 1] and not sub.is_terminated
     subscription = sub.subscription
     assert subscription is not None and subscription.is_cancelled  # type: ignore[attr-defined]

@@ -1001,14 +1001,17 @@ def test_a_generator_requested_unbounded_completes_after_its_last_element() -> N
     assert sub.error is None
 
 
-def test_spec316_an_upstream_request_raising_loses_no_element_of_to_iterator() -> None:
-    """§3.16 broken upstream: its replenishing request raises. Every element it sent is
-    still yielded, then next() raises the error naming the rule (it escaped from the next()
-    that made the request, and the element that next() had popped was lost); upstream is
-    cancelled."""
+@pytest.mark.parametrize(("fail_at", "yielded"), [(1, []), (2, [0, 1, 2, 3])])
+def test_spec316_an_upstream_request_raising_loses_no_element_of_to_iterator(
+    fail_at: int, yielded: list[int]
+) -> None:
+    """§3.16 broken upstream: its first request (in on_subscribe) or its replenishing one
+    raises. Every element it sent is still yielded, then next() raises the error naming the
+    rule (it escaped from the next() that made the request, and the element that next() had
+    popped was lost); upstream is cancelled."""
     cancelled: list[bool] = []
 
-    class RaisesOnSecondRequest:
+    class RaisingRequest:
         def subscribe(self, subscriber: Subscriber[int]) -> None:
             calls = 0
 
@@ -1016,7 +1019,7 @@ def test_spec316_an_upstream_request_raising_loses_no_element_of_to_iterator() -
                 def request(self, n: int) -> None:
                     nonlocal calls
                     calls += 1
-                    if calls >= 2:
+                    if calls >= fail_at:
                         raise RuntimeError("request raised")
                     for i in range(n):
                         subscriber.on_next(i)
@@ -1028,7 +1031,7 @@ def test_spec316_an_upstream_request_raising_loses_no_element_of_to_iterator() -
 
     got: list[int] = []
     with pytest.raises(RuntimeError, match="§3.16") as failure:
-        for element in to_iterator(RaisesOnSecondRequest(), prefetch=4):
+        for element in to_iterator(RaisingRequest(), prefetch=4):
             got.append(element)
-    assert got == [0, 1, 2, 3] and cancelled == [True]
+    assert got == yielded and cancelled == [True]
     assert str(failure.value.__cause__) == "request raised"

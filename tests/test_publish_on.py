@@ -489,9 +489,10 @@ def test_spec312_cancel_while_a_synchronous_upstream_fills_a_window_stops_it_at_
 
 class _RequestRaises:
     """An upstream breaking §3.16: it emits synchronously what each request asks for, and
-    its second request raises; it records its cancel."""
+    its request number ``fail_at`` raises; it records its cancel."""
 
-    def __init__(self) -> None:
+    def __init__(self, fail_at: int = 2) -> None:
+        self.fail_at = fail_at
         self.calls = 0
         self.cancelled = threading.Event()
         self.subscriber: Subscriber[int] | None = None
@@ -503,7 +504,7 @@ class _RequestRaises:
         class _Subscription:
             def request(self, n: int) -> None:
                 outer.calls += 1
-                if outer.calls >= 2:
+                if outer.calls >= outer.fail_at:
                     raise RuntimeError("request raised")
                 for i in range(n):
                     subscriber.on_next(i)
@@ -530,12 +531,26 @@ def test_spec316_an_upstream_request_raising_mid_stream_fails_the_subscriber(
     sub.assert_no_violations()
 
 
-def test_spec213_on_next_none_from_upstream_cancels_it_and_fails_the_subscriber(
+def test_spec316_an_upstream_first_request_raising_fails_the_subscriber(
     pool: ThreadPoolExecutor,
 ) -> None:
-    """§2.13: upstream's on_next(None) raises TypeError back to it, and the subscription
-    counts as cancelled: upstream is cancelled and the subscriber told why (it waited for
-    ever once the upstream's thread died of the TypeError)."""
+    """§3.16 broken at the first request (made lazily, on the executor): on_error naming
+    the rule, and upstream cancelled."""
+    upstream = _RequestRaises(fail_at=1)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    publish_on(upstream, pool).subscribe(sub)
+    sub.await_terminal(5)
+    assert isinstance(sub.error, RuntimeError) and "§3.16" in str(sub.error)
+    assert sub.elements == [] and upstream.cancelled.is_set()
+
+
+@pytest.mark.parametrize("signal", ["on_next", "on_error"])
+def test_spec213_a_none_signal_from_upstream_cancels_it_and_fails_the_subscriber(
+    pool: ThreadPoolExecutor, signal: str
+) -> None:
+    """§2.13: upstream's on_next(None) or on_error(None) raises TypeError back to it, and
+    the subscription counts as cancelled: upstream is cancelled and the subscriber told why
+    (it waited for ever once the upstream's thread died of the TypeError)."""
     cancelled = threading.Event()
     result: list[BaseException] = []
 
@@ -546,7 +561,7 @@ def test_spec213_on_next_none_from_upstream_cancels_it_and_fails_the_subscriber(
                     def send() -> None:
                         subscriber.on_next(1)
                         try:
-                            subscriber.on_next(None)
+                            getattr(subscriber, signal)(None)
                         except TypeError as exc:
                             result.append(exc)
 
@@ -560,5 +575,6 @@ def test_spec213_on_next_none_from_upstream_cancels_it_and_fails_the_subscriber(
     sub: RecordingSubscriber[int] = RecordingSubscriber(10)
     publish_on(NoneSender(), pool).subscribe(sub)
     sub.await_terminal(5)
-    assert sub.elements == [1] and isinstance(sub.error, TypeError) and "§2.13" in str(sub.error)
+    assert sub.elements == [1] and isinstance(sub.error, TypeError)
+    assert f"§2.13: upstream signalled {signal}(None)" in str(sub.error)
     assert cancelled.is_set() and len(result) == 1

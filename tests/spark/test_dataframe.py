@@ -812,3 +812,68 @@ def test_an_abandoned_daemon_thread_ends_when_collected() -> None:
     del executor
     gc.collect()
     wait_until(no_owned_threads, 5, "the thread to end")
+
+
+def test_a_daemon_thread_skips_a_task_whose_future_was_cancelled() -> None:
+    """A task cancelled while queued never runs; the next one does."""
+    executor = _partitions.DaemonThread("rs-spark-000000000009_0")
+    gate = threading.Event()
+    ran: list[str] = []
+    executor.submit(gate.wait, 5)
+    skipped = executor.submit(ran.append, "skipped")
+    assert skipped.cancel()
+    gate.set()
+    assert executor.submit(ran.append, "next").result(5) is None
+    assert ran == ["next"]
+    executor.shutdown()
+
+
+def test_the_handler_counts_as_done_when_the_jvm_cannot_be_asked() -> None:
+    """With the gateway gone, the serving handler cannot be asked about: counted as done,
+    so an interrupt's cancel loop ends instead of calling a dead JVM every 50 ms for ever."""
+
+    class Gone:
+        def __getattr__(self, name: str) -> Any:
+            raise ConnectionError("py4j gateway closed")
+
+    assert _partitions._handler_done(None) and _partitions._handler_done(Gone())
+
+
+def test_a_reader_cancel_that_hangs_never_holds_up_the_shared_canceller() -> None:
+    """A reader's cancel (a Connect RPC retrying against a dead server) runs on a thread of
+    its own, also once the read is open: a classic cancel queued meanwhile runs at once."""
+    unblock, ran = threading.Event(), threading.Event()
+
+    class Hanging(_partitions.Reader):
+        def _cancel_tag(self) -> None:
+            unblock.wait(60)
+
+    reader = Hanging(("rs-spark-hanging",))
+    reader._started = True  # opened, reading: not opening any more
+    try:
+        reader.interrupt()
+        _partitions.cancel_later(ran.set)
+        assert ran.wait(10), "a hanging reader cancel held up the shared canceller"
+    finally:
+        unblock.set()
+
+
+def test_a_read_ended_by_a_raising_subscriber_stops_its_prefetched_job(spark: Any) -> None:
+    """Not only cancel: a read that ends because on_next raised (§2.13) stops the partition
+    job computed ahead of demand too (close() interrupts)."""
+    tag = "on-next-raises-prefetch"
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(UNBOUNDED)
+
+    def fail_at_the_last_fast_row(row: Any) -> None:
+        if row.id == 4:
+            wait_until(lambda: active_jobs_for_tag(spark, tag) != [], 60, "the prefetch job")
+            raise RuntimeError("consumer bug")
+
+    subscriber.on_next_hook = fail_at_the_last_fast_row
+    from_dataframe(fast_then_stuck(spark), job_tag=tag, prefetch_partitions=True).subscribe(
+        subscriber
+    )
+    wait_until(lambda: len(subscriber.elements) == 5, 120, "the fast rows")
+    wait_until(lambda: active_jobs_for_tag(spark, tag) == [], 30, "the prefetched job to stop")
+    assert all(job_status(spark, job) == "FAILED" for job in jobs_for_tag(spark, tag)[1:])
+    wait_until(no_owned_threads, 30, "the owned thread to end")

@@ -150,6 +150,8 @@ def test_a_batch_dataframe_is_refused(spark: Any) -> None:
         from_stream(frame, trigger={"procesingTime": "1 second"})
     with pytest.raises(ValueError, match="takes an interval string such as"):
         from_stream(frame, trigger={"processingTime": 5})  # Spark refused it at the first pull
+    with pytest.raises(ValueError, match="takes an interval string such as"):
+        from_stream(frame, trigger={"processingTime": "  "})
     with pytest.raises(ValueError, match=r"\{'availableNow': \.\.\.\} takes True"):
         from_stream(frame, trigger={"availableNow": "yes"})
     with pytest.raises(TypeError, match="requires a pyspark DataFrame"):

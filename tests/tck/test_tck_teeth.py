@@ -328,6 +328,12 @@ PUBLISHER_CASES: list[tuple[str, Callable[[], PublisherVerification[int]], str, 
      "test_required_spec303_must_not_allow_unbounded_recursion", "§3.3"),
     ("on_error on a cancel after on_complete", lambda: _broken("error_on_any_cancel"),
      "test_required_spec317_must_support_a_cumulative_pending_element_count_up_to_long_max_value", "§3.17"),  # noqa: E501
+    ("on_error on a cancel after on_complete", lambda: _broken("error_on_any_cancel"),
+     "test_stochastic_spec103_must_signal_on_methods_sequentially", "§1.3"),
+    ("on_error on the closing cancel", lambda: _broken("error_on_cancel"),
+     "test_required_spec109_must_issue_on_subscribe_for_non_null_subscriber", "§1.9"),
+    ("on_error on a cancel after on_complete", lambda: _broken("error_on_any_cancel"),
+     "test_required_spec302_must_allow_synchronous_request_calls_from_on_next_and_on_subscribe", "§3.2"),  # noqa: E501
     ("demand overflow errors", lambda: _broken("error_on_overflow"),
      "test_required_spec317_must_not_signal_on_error_when_pending_above_long_max_value", "§3.17"),  # noqa: E501
 ]  # fmt: skip
@@ -1016,3 +1022,13 @@ def test_a_request_raising_inside_on_subscribe_names_3_16_in_the_sequential_test
         ).test_stochastic_spec103_must_signal_on_methods_sequentially,
         "§3.16",
     )
+
+
+def test_the_probe_flags_an_element_reported_after_a_terminal_signal() -> None:
+    """§1.7: a subscriber that tells the whitebox probe of an element after its completion
+    fails the next check of the probe's problems."""
+    probe: WhiteboxSubscriberProbe[int] = WhiteboxSubscriberProbe(FAST)
+    probe.register_on_complete()
+    probe.check_problems()  # a completion alone is no problem
+    probe.register_on_next(1)
+    _fails(probe.check_problems, "§1.7")
