@@ -289,7 +289,7 @@ class DrainSubscription(Generic[T]):
         self._credit = 0
         self._drainer = 0  # the id of the thread running the drain loop, while it runs
         self._rescheduler = 0  # the thread handing the next batch to the policy, meanwhile
-        self._resumed = False  # ... which ran it at once: that thread's loop goes on instead
+        self._resumed = 0  # ... that found the policy ran it at once: its loop goes on
         self._fallback: Callable[[T], None] = _refuse
         self._deliver: Callable[[T], None] = subscriber.on_next  # the lessee's, bound once
         source.bind(self.wake)
@@ -588,7 +588,9 @@ class DrainSubscription(Generic[T]):
         if self._rescheduler == me:
             # Our own reschedule, run at once by an executor that runs tasks in submit():
             # the loop that rescheduled goes on instead of nesting a batch deeper (§3.3).
-            self._resumed = True
+            # Marked with this thread's id: another thread that handed a batch on (and
+            # is still inside submit()) never takes it for its own.
+            self._resumed = me
             return
         self._drainer = me  # this thread holds the WIP: nobody else writes it now
         try:
@@ -661,15 +663,17 @@ class DrainSubscription(Generic[T]):
                         self._drainer = 0  # under the lock, before another can take the WIP
             if rescheduled:
                 self._drainer = 0  # the next task may start before this call returns
-                self._rescheduler = get_ident()
+                me = get_ident()
+                self._rescheduler = me
                 try:
                     self._schedule()
                 finally:
-                    self._rescheduler = 0
-                if not self._resumed:
+                    if self._rescheduler == me:
+                        self._rescheduler = 0
+                if self._resumed != me:
                     return True
-                self._resumed = False  # the policy ran it right here: go on, one level up
-                self._drainer = get_ident()
+                self._resumed = 0  # the policy ran it right here: go on, one level up
+                self._drainer = me
             if missed == 0:
                 return True
 

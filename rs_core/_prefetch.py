@@ -63,6 +63,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         "_queue",
         "_received",
         "_replenisher",
+        "_requesting",
         "_upstream",
         "_wake",
         "queue",
@@ -85,6 +86,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         self._error: Exception | None = None
         self._wake: Callable[[], None] = _nothing
         self._lazy = lazy  # True until the first request is due (see want)
+        self._requesting = 0  # calls to upstream's request in progress (see interrupt)
         # §1.1, exactly: on_next counts against the Replenisher's total requested (written by
         # the consumer before each request); each count has one writer.
         self._received = 0  # the upstream's on_next (a fused upstream drain keeps §1.1 itself)
@@ -207,12 +209,17 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         """``upstream.request(n)``; one that raises breaks §3.16: upstream is cancelled and
         the consumer gets the error after the elements already queued, instead of it
         escaping into whoever consumed (an element popped and lost, or a drain's task)."""
+        with self._lock:
+            self._requesting += 1  # see interrupt
         try:
             upstream.request(n)
         except Exception as exc:
             error = RuntimeError(f"§3.16: the upstream's request({n}) raised {exc!r}")
             error.__cause__ = exc
             self.fail_upstream(error)
+        finally:
+            with self._lock:
+                self._requesting -= 1
 
     def at_end(self) -> bool:
         return self._done and not self._queue
@@ -227,11 +234,17 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         self._queue.clear()  # §3.13
 
     def interrupt(self) -> None:
-        """The consumer cancelled while its drain is busy, maybe inside upstream's ``request``
-        (a synchronous upstream filling a window on the drain's thread): cancel upstream now,
-        from the cancelling thread (§3.12; ``cancel`` is thread-safe, §3.5). ``close()``
-        follows from the drain, and empties the queue."""
+        """The consumer cancelled while its drain is busy. If the drain is inside upstream's
+        ``request`` (a synchronous upstream filling a window on the drain's thread), cancel
+        upstream now, from the cancelling thread (§3.12; ``cancel`` is thread-safe, §3.5):
+        that upstream is busy too, so its cancel only marks it, and it stops and closes on
+        the drain's thread. Otherwise leave it to ``close()``, on the drain's thread: an idle
+        synchronous upstream would close its source (a generator's ``finally``) right here,
+        on the cancelling thread, which may be an event loop. (A request that ends between
+        the two leaves that to this thread: the close then runs here.)"""
         with self._lock:
+            if not self._requesting:
+                return
             upstream, self._upstream = self._upstream, CANCELLED
         if upstream is not None and upstream is not CANCELLED:
             upstream.cancel()
@@ -241,5 +254,8 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         ``error``: for a violation (§1.1), or an upstream ``subscribe`` that raised after it
         may already have called ``on_subscribe`` (§1.9); ``on_error`` alone would mark the
         queue done, and ``close()`` would then skip the cancel."""
-        self.interrupt()
+        with self._lock:
+            upstream, self._upstream = self._upstream, CANCELLED
+        if upstream is not None and upstream is not CANCELLED:
+            upstream.cancel()
         self.on_error(error)

@@ -30,6 +30,7 @@ import atexit
 import queue
 import re
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -295,9 +296,9 @@ class Reader:
     Connect operation may not be registered on the server yet), and, on a classic session,
     while the JVM's serving thread may still submit the job of a partition asked for just
     before the cancel. So an ``interrupt`` cancels on a thread of its own, and again every
-    ``_RECANCEL_EVERY`` seconds while :meth:`_may_start_work` says Spark still may (``close``
-    cancels once more). Its own thread, not the shared canceller: a Connect cancel is an RPC
-    that may retry for minutes against an unreachable server.
+    ``_RECANCEL_EVERY`` seconds while :meth:`_may_start_work` says Spark still may (every end
+    of a read interrupts: ``close`` too). Its own thread, not the shared canceller: a Connect
+    cancel is an RPC that may retry for minutes against an unreachable server.
     """
 
     def __init__(self, tags: tuple[str, ...]) -> None:
@@ -351,10 +352,20 @@ class Reader:
             self._interrupted = True
             running = self._started and not self.finished
         self._break_read()
-        if running:
+        if not running:
+            return
+        if sys.is_finalizing():
+            # From a finalizer at interpreter exit (an iterator never closed): a thread
+            # started now never runs, and start() would wait for it for ever. The process,
+            # and a local JVM's jobs with it, are ending; a Connect operation ends with
+            # its channel.
+            return
+        try:
             threading.Thread(
                 target=self._cancel_until_quiet, name=f"{self.tags[0]}-cancel", daemon=True
             ).start()
+        except RuntimeError:  # "can't create new thread at interpreter shutdown" (3.12+)
+            pass
 
     def _may_start_work(self) -> bool:
         """True while Spark may still start work for this reader that a cancel call made now
@@ -364,8 +375,9 @@ class Reader:
 
     def _cancel_until_quiet(self) -> None:
         while True:  # §3.12: what starts after a cancel call must stop too
-            _run(self._cancel_tag, ())
-            if not self._may_start_work():
+            busy = self._may_start_work()  # asked before the cancel: the last cancel comes
+            _run(self._cancel_tag, ())  # after Spark was seen unable to start more (a
+            if not busy:  # prefetched job the handler submitted just before returning)
                 return
             time.sleep(_RECANCEL_EVERY)
 

@@ -1483,3 +1483,49 @@ def test_a_base_exception_on_an_executor_is_reported_and_closes_the_source(
         sub.request(5)
         assert closed.wait(5)
     assert "SystemExit" in caplog.text and not sub.is_terminated
+
+
+def test_spec103_a_thread_handing_a_batch_on_never_takes_another_threads_resume() -> None:
+    """§1.3: thread A hands the next batch to thread B and is still inside submit() when B's
+    own reschedule runs inline and resumes B's loop: A must not read that resume as its own
+    and go on draining beside B (the mark was one flag for the subscription)."""
+    first = ThreadPoolExecutor(1, thread_name_prefix="drain-a")
+    second = ThreadPoolExecutor(1, thread_name_prefix="drain-b")
+    a_may_return = threading.Event()
+    a_delivers = threading.Event()
+    a_thread = first.submit(threading.get_ident).result(5)
+    handed = threading.Event()
+
+    class Handoff(Executor):
+        calls = 0
+
+        def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+            self.calls += 1
+            if self.calls == 1:  # the first drain: on A
+                return first.submit(fn, *args, **kwargs)
+            if self.calls == 2:  # A hands the next batch to B, and waits in submit()
+                future = second.submit(fn, *args, **kwargs)
+                handed.set()
+                a_may_return.wait(5)
+                return future
+            if self.calls == 3:  # B's reschedule runs here, at once: B resumes
+                result = RunsAtOnce().submit(fn, *args, **kwargs)
+                a_may_return.set()  # A returns from submit() now, and looks
+                a_delivers.wait(1)  # (were A to drain again, B would go on beside it)
+                return result
+            return second.submit(fn, *args, **kwargs)
+
+    def on_a(element: int) -> None:
+        if handed.is_set() and threading.get_ident() == a_thread:
+            a_delivers.set()
+            time.sleep(0.001)
+
+    n = 6 * 1024
+    sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    sub.on_next_hook = on_a
+    with first, second:
+        from_iterable(range(n), executor=Handoff()).subscribe(sub)
+        sub.await_terminal(30)
+    assert not a_delivers.is_set()  # A stopped once it had handed the batch on
+    assert sub.completed and sub.elements == list(range(n))
+    sub.assert_no_violations()

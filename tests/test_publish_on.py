@@ -578,3 +578,35 @@ def test_spec213_a_none_signal_from_upstream_cancels_it_and_fails_the_subscriber
     assert sub.elements == [1] and isinstance(sub.error, TypeError)
     assert f"§2.13: upstream signalled {signal}(None)" in str(sub.error)
     assert cancelled.is_set() and len(result) == 1
+
+
+def test_spec305_a_cancel_while_delivering_never_closes_an_idle_upstream_on_its_thread(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """§3.5: a cancel from another thread (an event loop's, in a real pipeline) while the
+    drain delivers: the idle synchronous upstream is closed on the executor, not on the
+    cancelling thread, so its generator's finally (which may block) never runs there."""
+    finally_threads: list[int] = []
+    delivering = threading.Event()
+    release = threading.Event()
+
+    def numbers() -> Iterator[int]:
+        try:
+            yield from range(1000)
+        finally:
+            finally_threads.append(threading.get_ident())
+
+    def hold_first(element: int) -> None:
+        if element == 0:
+            delivering.set()
+            release.wait(5)
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    sub.on_next_hook = hold_first
+    publish_on(from_iterable(numbers()), pool, prefetch=16).subscribe(sub)
+    assert delivering.wait(5)  # the drain is in on_next; upstream is idle (16 queued)
+    sub.cancel()
+    assert finally_threads == []  # not closed here
+    release.set()
+    settle(pool)
+    assert finally_threads == [pool_thread(pool)]

@@ -877,3 +877,73 @@ def test_a_read_ended_by_a_raising_subscriber_stops_its_prefetched_job(spark: An
     wait_until(lambda: active_jobs_for_tag(spark, tag) == [], 30, "the prefetched job to stop")
     assert all(job_status(spark, job) == "FAILED" for job in jobs_for_tag(spark, tag)[1:])
     wait_until(no_owned_threads, 30, "the owned thread to end")
+
+
+_INTERRUPT_AT_EXIT = textwrap.dedent(
+    """
+    from spark._partitions import Reader, start_canceller
+
+    start_canceller()  # as a classic reader's open() does
+
+
+    class Stub(Reader):
+        def _cancel_tag(self):
+            pass
+
+
+    class LeftOpen:  # an iterator the program never closed: cancelled by its __del__
+        def __init__(self):
+            self.reader = Stub(("rs-spark-000000000000",))
+            self.reader._started = True  # a read in progress
+
+        def __del__(self):
+            self.reader.interrupt()
+
+
+    rows = LeftOpen()
+    raise SystemExit(3)
+    """
+)
+
+
+def test_an_interrupt_from_a_finalizer_at_interpreter_exit_lets_the_process_exit() -> None:
+    """A read interrupted by a finalizer as the interpreter finalizes (an iterator left
+    open) starts no thread: one started then never runs, and start() waited for it for
+    ever (the process hung at exit)."""
+    result = run_python("-c", _INTERRUPT_AT_EXIT, timeout=60)
+    assert result.returncode == 3, result.stderr[-3000:]
+
+
+def test_the_cancel_loop_cancels_after_the_last_job_the_handler_started() -> None:
+    """The handler may submit a prefetched job just after a cancel call and then return:
+    the loop asks whether Spark may still start work before each cancel, so its last
+    cancel comes after the handler was seen done, and catches that job (a model: a stub
+    SparkContext and handler around the real classic reader)."""
+    events: list[str] = []
+
+    class Promise:
+        done = False
+
+        def isCompleted(self) -> bool:  # noqa: N802 (Scala's name)
+            return self.done
+
+    promise = Promise()
+
+    class Server:
+        pass
+
+    setattr(Server, "org$apache$spark$security$SocketAuthServer$$promise", lambda _: promise)
+
+    class Context:
+        def cancelJobsWithTag(self, tag: str) -> None:  # noqa: N802 (Spark's name)
+            events.append("cancel")
+            if events.count("cancel") == 1:  # meanwhile, the handler: a prefetch, then done
+                events.append("job")
+                promise.done = True
+
+    reader = _partitions._ClassicReader(None, "rows", True, None, ("rs-spark-000000000000",))
+    reader._started = True  # a read in progress
+    reader._sc, reader._server = Context(), Server()
+    reader.interrupt()
+    wait_until(lambda: events.count("cancel") >= 2, 5, "a cancel after the job")
+    assert events[: events.index("job") + 2] == ["cancel", "job", "cancel"]
