@@ -1427,6 +1427,14 @@ def test_delivering_here_holds_in_a_loop_resumed_after_an_inline_reschedule() ->
     assert len(answers) == 3 * 1024 and all(answers)
 
 
+def _closing_range(n: int, closed: threading.Event) -> Iterator[int]:
+    """``range(n)`` as a generator that sets ``closed`` in its ``finally``."""
+    try:
+        yield from range(n)
+    finally:
+        closed.set()
+
+
 def test_a_base_exception_from_on_next_ends_the_subscription_and_reaches_the_caller(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -1436,19 +1444,13 @@ def test_a_base_exception_from_on_next_ends_the_subscription_and_reaches_the_cal
     cancel closed nothing. The caller has it: nothing is logged."""
     closed = threading.Event()
 
-    def numbers() -> Iterator[int]:
-        try:
-            yield from range(10)
-        finally:
-            closed.set()
-
     def interrupt(element: int) -> None:
         if element == 1:
             raise KeyboardInterrupt
 
     sub: RecordingSubscriber[int] = RecordingSubscriber()
     sub.on_next_hook = interrupt
-    from_iterable(numbers()).subscribe(sub)
+    from_iterable(_closing_range(10, closed)).subscribe(sub)
     with pytest.raises(KeyboardInterrupt), caplog.at_level(logging.DEBUG, logger="rs_core"):
         sub.request(5)
     assert caplog.records == []
@@ -1467,19 +1469,13 @@ def test_a_base_exception_on_an_executor_is_reported_and_closes_the_source(
     closed all the same and the failure is logged."""
     closed = threading.Event()
 
-    def numbers() -> Iterator[int]:
-        try:
-            yield from range(10)
-        finally:
-            closed.set()
-
     def leave(element: int) -> None:
         raise SystemExit
 
     sub: RecordingSubscriber[int] = RecordingSubscriber()
     sub.on_next_hook = leave
     with ThreadPoolExecutor(1) as pool, caplog.at_level(logging.ERROR, logger="rs_core"):
-        from_iterable(numbers(), executor=pool).subscribe(sub)
+        from_iterable(_closing_range(10, closed), executor=pool).subscribe(sub)
         sub.request(5)
         assert closed.wait(5)
     assert "SystemExit" in caplog.text and not sub.is_terminated
