@@ -107,6 +107,7 @@ class DaemonThread(Executor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """No more tasks; the thread ends after those already queued (``cancel_futures``
         cancels them instead, as ``ThreadPoolExecutor`` does)."""
+        dropped: list[Future[Any]] = []
         with self._lock:
             self._shut = True
             thread = self._thread
@@ -117,8 +118,10 @@ class DaemonThread(Executor):
                     except queue.Empty:
                         break
                     if task is not None:
-                        task[0].cancel()
+                        dropped.append(task[0])
             self._tasks.put(None)
+        for future in dropped:  # outside the lock: cancel() runs the futures' callbacks
+            future.cancel()
         if wait and thread is not None and thread is not threading.current_thread():
             thread.join()
 
