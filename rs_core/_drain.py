@@ -27,7 +27,7 @@ from threading import get_ident
 from typing import Any, Final, Generic, TypeVar, final
 
 from rs_core._demand import UNBOUNDED, add_cap, check_request, produced
-from rs_core._subscription import logger, report_dropped
+from rs_core._subscription import logger, report_dropped, start_daemon
 from rs_core.api import Subscriber
 
 __all__ = [
@@ -328,11 +328,11 @@ class DrainSubscription(Generic[T]):
         """Stop emission and release the source; idempotent and thread-safe (§3.5, §3.7).
 
         When the drain or a lessee is busy (on another thread, or up this one's stack), it
-        does the rest once its current call returns; ``Source.interrupt()`` is called here at
-        once, so an upstream that can be stopped from any thread (an Rx subscription to
-        dispose, a queue's upstream to cancel) stops now, not after that call, which may be
-        a blocked producer's next element or a synchronous upstream filling a whole window
-        inside ``request`` (§3.12).
+        does the rest once its current call returns. From another thread,
+        ``Source.interrupt()`` is called here at once, so an upstream that can be stopped
+        from any thread (an Rx subscription to dispose, a queue's upstream to cancel) stops
+        now, not after that call, which may be a slow ``on_next``, a blocked producer's next
+        element or a synchronous upstream filling a whole window inside ``request`` (§3.12).
         """
         with self._lock:
             if self._cancelled:  # §3.7
@@ -343,7 +343,8 @@ class DrainSubscription(Generic[T]):
             busy = self._source if not drain else None
         if drain:
             self._schedule()  # the drain releases the source, so close() never races poll()
-        elif busy is not None:
+        elif busy is not None and not self.delivering_here():  # (from on_next, close() is
+            # next: the drain or the lessee sees the cancel as soon as on_next returns)
             try:
                 busy.interrupt()
             except Exception as exc:
@@ -551,13 +552,13 @@ class DrainSubscription(Generic[T]):
     def _task_done(self, task: Future[Any]) -> None:
         if task.cancelled():  # the drain never ran, and the WIP it was given is still held
             # The executor cancels under its own lock (shutdown(cancel_futures=True)): the
-            # subscriber hears it on a thread of its own, never under that lock.
-            threading.Thread(
-                target=self._unschedulable,
-                args=(RuntimeError("the executor cancelled the drain's task"),),
+            # subscriber hears it on a thread of its own, never under that lock (at exit,
+            # when no thread starts, not at all: nothing is left to hear it).
+            start_daemon(
+                self._unschedulable,
+                RuntimeError("the executor cancelled the drain's task"),
                 name="rs-drain-cancelled",
-                daemon=True,
-            ).start()
+            )
 
     def _unschedulable(self, exc: Exception) -> None:
         """The policy cannot run the drain any more: end the subscription (§3.13). Called by

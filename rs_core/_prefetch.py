@@ -17,10 +17,12 @@ from rs_core._demand import Replenisher
 from rs_core._drain import EMPTY, END, QueueSink, Source, _Marker
 from rs_core._subscription import (
     CANCELLED,
+    cancel_quietly,
     report_dropped,
     require_element,
     require_error,
     require_subscription,
+    start_daemon,
 )
 from rs_core.api import Subscription
 from rs_core.errors import OverflowViolation
@@ -63,7 +65,6 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         "_queue",
         "_received",
         "_replenisher",
-        "_requesting",
         "_upstream",
         "_wake",
         "queue",
@@ -86,7 +87,6 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         self._error: Exception | None = None
         self._wake: Callable[[], None] = _nothing
         self._lazy = lazy  # True until the first request is due (see want)
-        self._requesting = 0  # calls to upstream's request in progress (see interrupt)
         # §1.1, exactly: on_next counts against the Replenisher's total requested (written by
         # the consumer before each request); each count has one writer.
         self._received = 0  # the upstream's on_next (a fused upstream drain keeps §1.1 itself)
@@ -209,17 +209,12 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         """``upstream.request(n)``; one that raises breaks §3.16: upstream is cancelled and
         the consumer gets the error after the elements already queued, instead of it
         escaping into whoever consumed (an element popped and lost, or a drain's task)."""
-        with self._lock:
-            self._requesting += 1  # see interrupt
         try:
             upstream.request(n)
         except Exception as exc:
             error = RuntimeError(f"§3.16: the upstream's request({n}) raised {exc!r}")
             error.__cause__ = exc
             self.fail_upstream(error)
-        finally:
-            with self._lock:
-                self._requesting -= 1
 
     def at_end(self) -> bool:
         return self._done and not self._queue
@@ -234,20 +229,22 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         self._queue.clear()  # §3.13
 
     def interrupt(self) -> None:
-        """The consumer cancelled while its drain is busy. If the drain is inside upstream's
-        ``request`` (a synchronous upstream filling a window on the drain's thread), cancel
-        upstream now, from the cancelling thread (§3.12; ``cancel`` is thread-safe, §3.5):
-        that upstream is busy too, so its cancel only marks it, and it stops and closes on
-        the drain's thread. Otherwise leave it to ``close()``, on the drain's thread: an idle
-        synchronous upstream would close its source (a generator's ``finally``) right here,
-        on the cancelling thread, which may be an event loop. (A request that ends between
-        the two leaves that to this thread: the close then runs here.)"""
+        """The consumer cancelled from another thread while its drain is busy (delivering an
+        element, or inside upstream's ``request``): cancel upstream now (§3.12), so that a
+        busy synchronous upstream stops at the element in progress, an asynchronous one stops
+        pulling, and no request reaches it after this one (``_upstream`` is ``CANCELLED``).
+        The cancel runs on a thread of its own: an idle synchronous upstream closes its
+        source (a generator's ``finally``) inside ``cancel``, and the cancelling thread may be
+        an event loop (§3.5: cancel returns in a timely manner). Only when no thread can
+        start (interpreter exit) does it run here."""
         with self._lock:
-            if not self._requesting:
+            if self._done:  # upstream ended, or close() ran: nothing to cancel
                 return
             upstream, self._upstream = self._upstream, CANCELLED
-        if upstream is not None and upstream is not CANCELLED:
-            upstream.cancel()
+        if upstream is None or upstream is CANCELLED:
+            return
+        if not start_daemon(cancel_quietly, upstream, name="rs-cancel-upstream"):
+            cancel_quietly(upstream)
 
     def fail_upstream(self, error: Exception) -> None:
         """Cancel the upstream subscription, if any (§3.13), then fail the consumer with

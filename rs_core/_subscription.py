@@ -6,7 +6,9 @@ place where an error that cannot be signalled any more is reported (Reactor's on
 from __future__ import annotations
 
 import logging
+import sys
 import threading
+from collections.abc import Callable
 from typing import Any, Final, final
 
 from rs_core.api import Subscriber, Subscription
@@ -19,6 +21,7 @@ __all__ = [
     "cancel_quietly",
     "reject",
     "report_dropped",
+    "start_daemon",
     "require_element",
     "require_subscriber",
     "require_subscription",
@@ -58,6 +61,21 @@ def cancel_quietly(subscription: Subscription) -> None:
         subscription.cancel()
     except Exception as exc:
         report_dropped(exc, rule="3.15", where="cancel() raised")
+
+
+def start_daemon(target: Callable[..., object], *args: Any, name: str) -> bool:
+    """Run ``target(*args)`` on a new daemon thread; False, without running it, when no
+    thread can start now. From a finalizer at interpreter exit (an iterator never closed), a
+    thread started on 3.11 never runs and ``start()`` waits for it for ever; 3.12 and later
+    raise ``RuntimeError`` then, as when the system refuses another thread. The caller
+    decides what not running ``target`` means (the process may be ending anyway)."""
+    if sys.is_finalizing():
+        return False
+    try:
+        threading.Thread(target=target, args=args, name=name, daemon=True).start()
+    except RuntimeError:
+        return False
+    return True
 
 
 def report_dropped(error: BaseException, *, rule: str | None = None, where: str = "") -> None:

@@ -30,7 +30,6 @@ import atexit
 import queue
 import re
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -41,6 +40,8 @@ from typing import Any, Final, Literal
 
 import pyarrow as pa
 import pyspark.serializers
+
+from rs_core._subscription import start_daemon
 
 _ser: Any = pyspark.serializers  # untyped module: the framing helpers of the py4j sockets
 
@@ -69,7 +70,7 @@ _RECANCEL_EVERY: Final = 0.05
 # abandoned reader puts into it, and a finalizer may run on any thread at any allocation, even
 # one that holds a lock cancel_later or an executor would take: put() takes none that matter.
 _cancels: queue.SimpleQueue[tuple[Callable[..., object], tuple[Any, ...]]] = queue.SimpleQueue()
-_canceller: threading.Thread | None = None
+_canceller = False  # started
 _canceller_lock = threading.Lock()
 
 
@@ -245,12 +246,12 @@ def cancel_later(fn: Callable[..., object], *args: Any) -> None:
     short calls into the local JVM, and a thread per cancel would cost a JVM thread per cancel
     in py4j's pinned-thread mode. A Spark Connect call (a bound method of a Connect object)
     gets a daemon thread of its own: its RPC retries for minutes against an unreachable
-    server, and must not hold up the cancels of every other subscription meanwhile.
+    server, and must not hold up the cancels of every other subscription meanwhile. From a
+    finalizer at interpreter exit no thread starts (``start_daemon``): the call is dropped
+    with the process, whose local JVM ends with it.
     """
     if is_connect(getattr(fn, "__self__", None)):
-        threading.Thread(
-            target=_run, args=(fn, args), name="rs-spark-cancel-connect", daemon=True
-        ).start()
+        start_daemon(_run, fn, args, name="rs-spark-cancel-connect")
         return
     start_canceller()
     _cancels.put((fn, args))
@@ -260,11 +261,8 @@ def start_canceller() -> None:
     """Start the canceller thread once (it is a daemon: calls still queued at exit run then)."""
     global _canceller
     with _canceller_lock:
-        if _canceller is None:
-            _canceller = threading.Thread(
-                target=_cancel_forever, name="rs-spark-cancel", daemon=True
-            )
-            _canceller.start()
+        if not _canceller:
+            _canceller = start_daemon(_cancel_forever, name="rs-spark-cancel")
 
 
 def _cancel_forever() -> None:
@@ -357,18 +355,11 @@ class Reader:
         self._break_read()
         if not running:
             return
-        if sys.is_finalizing():
-            # From a finalizer at interpreter exit (an iterator never closed): a thread
-            # started now never runs, and start() would wait for it for ever. The process,
-            # and a local JVM's jobs with it, are ending; a Connect operation ends with
-            # its channel.
-            return
-        try:
-            threading.Thread(
-                target=self._cancel_until_quiet, name=f"{self.tags[0]}-cancel", daemon=True
-            ).start()
-        except RuntimeError:  # "can't create new thread at interpreter shutdown" (3.12+)
-            pass
+        # From a finalizer at interpreter exit (an iterator never closed) no thread starts:
+        # the process, and a local JVM's jobs with it, are ending; a Connect operation ends
+        # with its channel. A system out of threads still gets one cancel call.
+        if not start_daemon(self._cancel_until_quiet, name=f"{self.tags[0]}-cancel"):
+            cancel_later(self._cancel_tag)
 
     def _may_start_work(self) -> bool:
         """True while Spark may still start work for this reader that a cancel call made now

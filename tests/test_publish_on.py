@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
@@ -11,6 +12,7 @@ import pytest
 
 from adapters.iterables import from_iterable
 from rs_core import UNBOUNDED, OverflowViolation, Publisher, Subscriber, Subscription, publish_on
+from rs_core._prefetch import PrefetchQueue
 from rs_core.testing import RecordingSubscriber, RecordingSubscription
 
 T = TypeVar("T")
@@ -580,13 +582,15 @@ def test_spec213_a_none_signal_from_upstream_cancels_it_and_fails_the_subscriber
     assert cancelled.is_set() and len(result) == 1
 
 
-def test_spec305_a_cancel_while_delivering_never_closes_an_idle_upstream_on_its_thread(
+def test_spec305_a_cancel_while_delivering_closes_an_idle_upstream_at_once_off_its_thread(
     pool: ThreadPoolExecutor,
 ) -> None:
-    """§3.5: a cancel from another thread (an event loop's, in a real pipeline) while the
-    drain delivers: the idle synchronous upstream is closed on the executor, not on the
-    cancelling thread, so its generator's finally (which may block) never runs there."""
+    """§3.5, §3.12: a cancel from another thread (an event loop's, in a real pipeline) while
+    the drain delivers: the idle synchronous upstream is closed at once, before on_next
+    returns, and not on the cancelling thread, so its generator's finally (which may
+    block) never runs there."""
     finally_threads: list[int] = []
+    closed = threading.Event()
     delivering = threading.Event()
     release = threading.Event()
 
@@ -595,6 +599,7 @@ def test_spec305_a_cancel_while_delivering_never_closes_an_idle_upstream_on_its_
             yield from range(1000)
         finally:
             finally_threads.append(threading.get_ident())
+            closed.set()
 
     def hold_first(element: int) -> None:
         if element == 0:
@@ -606,7 +611,96 @@ def test_spec305_a_cancel_while_delivering_never_closes_an_idle_upstream_on_its_
     publish_on(from_iterable(numbers()), pool, prefetch=16).subscribe(sub)
     assert delivering.wait(5)  # the drain is in on_next; upstream is idle (16 queued)
     sub.cancel()
-    assert finally_threads == []  # not closed here
+    assert closed.wait(5)  # while on_next still holds the drain
+    assert finally_threads[0] != threading.get_ident()  # not here
     release.set()
     settle(pool)
+    assert len(finally_threads) == 1
+
+
+def test_spec312_a_cancel_while_delivering_stops_an_asynchronous_upstream_at_once(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """§3.12: an upstream producing on its own executor is cancelled when the consumer is,
+    not once the slow on_next in progress returns: it stops pulling its source short of
+    the window it was asked for."""
+    pulled = 0
+    closed = threading.Event()
+    delivering = threading.Event()
+    release = threading.Event()
+
+    def slow_numbers() -> Iterator[int]:
+        nonlocal pulled
+        try:
+            for i in range(1000):
+                pulled += 1
+                yield i
+                time.sleep(0.002)  # a source slower than the cancel
+        finally:
+            closed.set()
+
+    def hold_first(element: int) -> None:
+        if element == 0:
+            delivering.set()
+            release.wait(10)
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    sub.on_next_hook = hold_first
+    with ThreadPoolExecutor(1) as producer:
+        source = from_iterable(slow_numbers(), executor=producer)
+        publish_on(source, pool, prefetch=256).subscribe(sub)
+        assert delivering.wait(5)
+        sub.cancel()
+        assert closed.wait(5)  # while on_next still holds the drain
+        assert pulled < 256
+        release.set()
+        settle(pool)
+    assert sub.elements == [0]
+
+
+def test_spec306_no_request_reaches_upstream_after_an_interrupting_cancel() -> None:
+    """§3.6, §3.12: once the consumer's cancel interrupted the queue (its drain busy), a
+    replenishment the drain was about to make never reaches upstream, and upstream is
+    cancelled at once, off the cancelling thread (§3.5: its cancel may close a source)."""
+    queue: PrefetchQueue[int] = PrefetchQueue(4)
+    upstream = RecordingSubscription()
+    cancelled_on: list[int] = []
+    cancel = upstream.cancel
+
+    def record_cancel() -> None:
+        cancelled_on.append(threading.get_ident())
+        cancel()
+
+    upstream.cancel = record_cancel  # type: ignore[method-assign]
+    queue.on_subscribe(upstream)
+    for i in range(4):
+        queue.on_next(i)
+    assert upstream.requests == [4]
+    queue.interrupt()  # the consumer cancelled while delivering
+    queue.consumed(3)  # the drain's pending replenishment, after the cancel
+    assert upstream.cancelled.wait(5)
+    assert upstream.requests == [4]  # §3.6
+    assert cancelled_on != [threading.get_ident()]
+    queue.close()
+    assert len(cancelled_on) == 1  # §3.7: cancelled once
+
+
+def test_spec312_a_cancel_from_on_next_closes_the_upstream_on_the_executor(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """§3.12: a cancel from inside on_next needs no interrupt: the drain sees it as soon as
+    on_next returns, and closes the idle synchronous upstream on the executor."""
+    finally_threads: list[int] = []
+
+    def numbers() -> Iterator[int]:
+        try:
+            yield from range(1000)
+        finally:
+            finally_threads.append(threading.get_ident())
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    sub.on_next_hook = lambda element: sub.cancel() if element == 2 else None
+    publish_on(from_iterable(numbers()), pool, prefetch=16).subscribe(sub)
+    settle(pool)
+    assert sub.elements == [0, 1, 2]
     assert finally_threads == [pool_thread(pool)]

@@ -292,3 +292,44 @@ def test_a_temporary_checkpoint_is_removed_at_exit_when_never_cancelled() -> Non
     folders = line.split()[1:]
     assert len(folders) == 1, result.stdout + result.stderr[-3000:]
     assert not os.path.exists(folders[0])
+
+
+_STOP_AT_EXIT = textwrap.dedent(
+    """
+    import sys
+    from spark.streaming import _StreamSource
+    from spark._partitions import DaemonThread
+
+    class Query:  # a running streaming query, stubbed
+        def stop(self):
+            pass
+
+    if sys.argv[1] == "connect":  # cancel_later gives a Connect call a thread of its own
+        Query.__module__ = "pyspark.sql.connect.streaming.query"
+
+    class Options:
+        buffer_size = 4
+
+    class LeftOpen:  # what a program that never closed its iterator leaves to a finalizer
+        def __init__(self):
+            self.source = _StreamSource(None, Options(), DaemonThread("rs-test"))
+            self.source._query = Query()
+
+        def __del__(self):
+            self.source.interrupt()  # what the subscription's cancel does first
+
+    rows = LeftOpen()
+    raise SystemExit(3)
+    """
+)
+
+
+@pytest.mark.parametrize("kind", ["classic", "connect"])
+def test_a_stream_stopped_from_a_finalizer_at_interpreter_exit_lets_the_process_exit(
+    kind: str,
+) -> None:
+    """A stream source interrupted by a finalizer as the interpreter finalizes starts no
+    thread to stop its query: one started then never runs, and start() waited for it for
+    ever (the process hung at exit)."""
+    result = run_python("-c", _STOP_AT_EXIT, kind, timeout=60)
+    assert result.returncode == 3, result.stderr[-3000:]
