@@ -67,10 +67,10 @@ def checked(publisher: Publisher[T], *, on_violation: OnViolation = "raise") -> 
     its own ``on_error`` / ``on_complete`` (§2.3). The §3.9 check starts with the call to the
     upstream's ``request(n <= 0)`` (a synchronous answer counts): elements already requested
     may still arrive (as after a cancel, §2.8), and only ``on_error`` may end the stream. An
-    ``on_complete`` is reported when it comes on the thread that made the bad request, or
-    after a bad request made from inside a signal; one from another thread may have been
-    decided before the publisher saw the request (the end of the stream racing it, after
-    which the request is a no-op, §3.6) and is not reported.
+    ``on_complete`` is reported when it comes inside that ``request`` call; one that comes
+    later may have been decided before the publisher saw the request (a publisher that
+    queues its signals, or the end racing the request on another thread), after which the
+    request is a no-op (§1.6, §3.6), and is not reported.
 
     Not checked: whether ``on_subscribe`` or a terminal signal ever comes, and §1.8 ("eventually
     stop") - they need a clock; §2.7, because ``cancel`` is thread-safe by §3.5 and every
@@ -177,7 +177,7 @@ class _Checker(Generic[T]):
 
     __slots__ = (
         "_bad_request",
-        "_bad_request_inside",
+        "_bad_request_calling",
         "_bad_request_thread",
         "_cancel_thread",
         "_cancelled",
@@ -220,12 +220,15 @@ class _Checker(Generic[T]):
         self._cancelled = False  # the Subscriber called cancel
         self._cancel_thread = 0  # on which thread: a request on another may reach it first
         self._bad_request = False  # the Subscriber called request(n <= 0); on_error is due
-        # The bad request's thread, and whether it came from inside a signal. Program order
-        # is known on that thread only: a request another thread makes meanwhile may reach
-        # the publisher first (its demand still counts), and another thread's on_complete
-        # may have been decided before the publisher saw the bad request (§3.6).
+        # The bad request's thread: a request another thread makes meanwhile may reach the
+        # publisher first (its demand still counts).
         self._bad_request_thread = 0
-        self._bad_request_inside = False
+        # The thread inside the upstream's request(n <= 0), while it is: an on_complete there
+        # answers the bad request. One that comes later, even on the same thread, may have
+        # been decided before the publisher saw the request (a publisher that queues its
+        # signals, as the JVM examples' AsyncIterablePublisher does), which then is a no-op
+        # (§1.6, §3.6); it is not reported.
+        self._bad_request_calling = 0
         self._failed = False  # raise mode tripped: drop everything from upstream
         self._pending: ProtocolViolation | None = None  # on_error(violation) not yet delivered
         self._down_subscribed = False  # the Subscriber has been given on_subscribe
@@ -331,9 +334,9 @@ class _Checker(Generic[T]):
                 elif self._bad_request:  # §3.9 (or §1.1 either way: no demand for it)
                     violation = ProtocolViolation(
                         "3.9",
-                        f"§3.9: on_next({element!r}) after a non-positive request, beyond "
-                        "the demand registered before it; request(n <= 0) must be answered "
-                        "with on_error",
+                        f"§3.9: on_next({element!r}) after an invalid request (n <= 0, or "
+                        "not an int), beyond the demand registered before it; it must be "
+                        "answered with on_error",
                     )
                 else:  # §1.1
                     violation = OverflowViolation(
@@ -377,15 +380,11 @@ class _Checker(Generic[T]):
             if self._failed:
                 return
             violation = self._order_locked("on_complete", me)
-            if (
-                violation is None
-                and self._bad_request
-                and (self._bad_request_inside or self._bad_request_thread == me)
-            ):
+            if violation is None and self._bad_request and self._bad_request_calling == me:
                 violation = ProtocolViolation(
                     "3.9",
-                    "§3.9: on_complete after a non-positive request; request(n <= 0) must be "
-                    "answered with on_error",
+                    "§3.9: on_complete in answer to an invalid request (n <= 0, or not an "
+                    "int); it must be answered with on_error",
                 )
             if violation is None or not self._raise:
                 self._terminated = True
@@ -420,12 +419,14 @@ class _Checker(Generic[T]):
             outer = self._requested_at
             if nested:
                 self._requested_at = self._depth  # signals it causes may nest here (§3.2)
-            if invalid is not None and not (self._cancelled or self._down_done):
+            bad = invalid is not None and not (self._cancelled or self._down_done)
+            calling = self._bad_request_calling
+            if bad:
                 # §3.9: from now on only on_error may end the stream, even one the upstream
                 # signals synchronously, inside this call.
                 self._bad_request = True
                 self._bad_request_thread = me
-                self._bad_request_inside = nested
+                self._bad_request_calling = me
         if violation is not None:
             self._violated(violation)
         if upstream is None:
@@ -437,9 +438,12 @@ class _Checker(Generic[T]):
                 self._violated(self._raised_in(f"request({n!r})", exc, "3.16"), exc)
             raise
         finally:
-            if nested:
+            if nested or bad:
                 with self._lock:
-                    self._requested_at = outer
+                    if nested:
+                        self._requested_at = outer
+                    if bad:
+                        self._bad_request_calling = calling
 
     def cancel(self) -> None:
         """Pass the cancel upstream; it stays counted for the §1.1 check of in-flight elements."""
