@@ -117,22 +117,35 @@ class BlockingIterator(Generic[T]):
         self._pending += 1
         if self._pending == self._every:  # replenish: at most prefetch requested ahead
             self._pending = 0
-            self._queue.consumed(self._every)
+            self._consumed(self._every)
         return value
+
+    def _consumed(self, n: int) -> None:
+        """Tell the queue; it may request upstream here, which runs a synchronous upstream
+        on this thread. A ``KeyboardInterrupt`` there ended that upstream's subscription
+        (its drain's abort): nothing more will come, so the iteration ends too, as a
+        generator's does once an exception left it, instead of the next ``next()`` waiting
+        for ever. (``consumed`` raises no ``Exception``: the queue routes those to
+        ``on_error``.)"""
+        try:
+            self._queue.consumed(n)
+        except BaseException:
+            self.close()
+            raise
 
     def _next_slow(self) -> T:
         queue = self._queue
         if self._pending:  # report what the fast path consumed before waiting for more
             pending, self._pending = self._pending, 0
-            queue.consumed(pending)
+            self._consumed(pending)
         while True:
             if self._closed:
                 raise StopIteration
             self._wakeup.clear()  # before the poll: a signal after it wakes the wait below
             try:
                 value = queue.poll()
-            except BaseException:
-                self._closed = True
+            except BaseException:  # the publisher's error (raised once), or an interrupt
+                self.close()  # inside a replenishing request: the iteration ends
                 raise
             if value is END:
                 self._closed = True

@@ -25,7 +25,7 @@ from rs_core._subscription import (
     start_daemon,
 )
 from rs_core.api import Subscription
-from rs_core.errors import OverflowViolation
+from rs_core.errors import OverflowViolation, ProtocolViolation
 
 __all__ = ["PrefetchQueue"]
 
@@ -121,6 +121,11 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             require_element(element)  # why, and upstream gets its TypeError
         if self._done:
             return  # §2.8: late elements after close
+        if self._upstream is None:  # §1.9: nothing was requested yet, whatever was counted
+            self.fail_upstream(
+                ProtocolViolation("1.9", "§1.9: upstream signalled on_next before on_subscribe")
+            )
+            return
         self._received += 1
         requested = self._replenisher.requested
         if self._received > requested:  # §1.1

@@ -18,8 +18,15 @@ from typing import Any
 import pytest
 
 from adapters.iterables import from_iterable, to_iterator
-from rs_core import UNBOUNDED, Publisher, Subscriber, Subscription, publish_on
-from rs_core.testing import Incomparable, RecordingSubscriber
+from rs_core import (
+    UNBOUNDED,
+    ProtocolViolation,
+    Publisher,
+    Subscriber,
+    Subscription,
+    publish_on,
+)
+from rs_core.testing import Incomparable, RecordingSubscriber, RecordingSubscription
 
 # -- helpers ------------------------------------------------------------------------------------
 
@@ -1035,3 +1042,49 @@ def test_spec316_an_upstream_request_raising_loses_no_element_of_to_iterator(
             got.append(element)
     assert got == yielded and cancelled == [True]
     assert str(failure.value.__cause__) == "request raised"
+
+
+@pytest.mark.parametrize("prefetch", [8, 1])
+def test_to_iterator_ends_after_an_interrupt_inside_its_replenishing_request(
+    prefetch: int,
+) -> None:
+    """A KeyboardInterrupt inside the request next() makes (a synchronous upstream pulls
+    its generator there) ended that subscription: it leaves next(), and the iteration is
+    over, as a generator's is once an exception left it; a later next() stops at once
+    instead of waiting for ever."""
+
+    def numbers() -> Iterator[int]:
+        for i in range(20):
+            if i == 10:
+                raise KeyboardInterrupt  # as Ctrl-C does in whatever frame is running
+            yield i
+
+    it = to_iterator(from_iterable(numbers()), prefetch=prefetch)
+    got: list[int] = []
+    with pytest.raises(KeyboardInterrupt):
+        for x in it:
+            got.append(x)
+    assert got == list(range(len(got))) and len(got) < 10
+    rest: list[int] = []
+    later = threading.Thread(target=lambda: rest.extend(it), daemon=True)
+    later.start()
+    later.join(5)
+    assert not later.is_alive(), "next() after the interrupt waited for ever"
+    assert rest == []
+
+
+def test_spec109_to_iterator_refuses_an_element_before_on_subscribe() -> None:
+    """§1.9: an on_next before on_subscribe was never requested (the prefetch window is
+    asked for in on_subscribe): iteration raises the violation, and the subscription that
+    comes after it is cancelled."""
+    late = RecordingSubscription()
+
+    class Early:
+        def subscribe(self, subscriber: Subscriber[int]) -> None:
+            subscriber.on_next(1)
+            subscriber.on_subscribe(late)
+
+    with pytest.raises(ProtocolViolation) as info:
+        list(to_iterator(Early()))
+    assert info.value.rule == "1.9"
+    assert late.cancelled.is_set() and late.requests == []
