@@ -117,8 +117,9 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
 
     def on_next(self, element: T) -> None:
         if element is None:  # §2.13: the subscription counts as cancelled, the consumer
-            self.fail_upstream(TypeError("§2.13: upstream signalled on_next(None)"))  # hears
-            require_element(element)  # why, and upstream gets its TypeError
+            if not self._done:  # hears why (once ended or closed, there is no one to tell),
+                self.fail_upstream(TypeError("§2.13: upstream signalled on_next(None)"))
+            require_element(element)  # and upstream gets its TypeError
         if self._done:
             return  # §2.8: late elements after close
         if self._upstream is None:  # §1.9: nothing was requested yet, whatever was counted

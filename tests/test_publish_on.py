@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -704,3 +705,19 @@ def test_spec312_a_cancel_from_on_next_closes_the_upstream_on_the_executor(
     settle(pool)
     assert sub.elements == [0, 1, 2]
     assert finally_threads == [pool_thread(pool)]
+
+
+def test_spec213_on_next_none_after_the_end_raises_and_reports_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """§2.13: on_next(None) raises TypeError to the upstream even after its on_complete;
+    with the stream over there is no one to tell, and it is not logged as a §1.8 error
+    after our own cancel (there was none)."""
+    queue: PrefetchQueue[int] = PrefetchQueue(4)
+    upstream = RecordingSubscription()
+    queue.on_subscribe(upstream)
+    queue.on_complete()
+    with caplog.at_level(logging.ERROR, logger="rs_core"), pytest.raises(TypeError):
+        queue.on_next(None)  # type: ignore[arg-type]
+    assert caplog.records == []
+    assert not upstream.cancelled.is_set()
