@@ -36,6 +36,7 @@ from adapters.async_iterables import (
     _check_loop,
     _resolve_loop,
     _run_clean_up,
+    _start_task,
 )
 from rs_core._drain import EMPTY, END, DrainSubscription, Source, _Marker
 from rs_core._subscription import (
@@ -58,9 +59,6 @@ T = TypeVar("T")
 
 _NOTHING: Final = _Marker("NOTHING")
 
-_TASKS: Final[set[asyncio.Task[Any]]] = set()
-"""Strong references to the tasks this module starts (the loop holds tasks only weakly)."""
-
 
 def _spawn(
     loop: asyncio.AbstractEventLoop,
@@ -73,9 +71,7 @@ def _spawn(
     never awaited; ``on_cancelled`` runs on the loop when the task ends cancelled, before it
     started or not (a task made after asyncio.run's task sweep is never cancelled, and is
     destroyed pending when the loop closes: nothing runs then)."""
-    task = loop.create_task(_guard(start, what))
-    _TASKS.add(task)
-    task.add_done_callback(_TASKS.discard)
+    task = _start_task(loop, _guard(start, what))
     if on_cancelled is not None:
         task.add_done_callback(lambda done: on_cancelled() if done.cancelled() else None)
     return task
@@ -394,28 +390,48 @@ class _Disposal:
 async def _pump(
     iterator: AsyncPublisherIterator[T], observer: AsyncObserver[T], disposal: _Disposal
 ) -> None:
-    """Send each element and await its ``asend`` before taking the next one."""
-    failure: Exception | None = None
-    while True:
-        try:
-            element = await iterator.__anext__()
-        except StopAsyncIteration:
-            break
-        except Exception as exc:  # the publisher's on_error
-            failure = exc
-            break
-        try:
-            await observer.asend(element)
-        except Exception as exc:  # the observer failed: cancel upstream, tell it (as aioreactive)
-            await iterator.aclose()
-            failure = exc
-            break
+    """Send each element and await its ``asend`` before taking the next one. However the
+    task ends (cancelled by dispose or by ``asyncio.run``'s last sweep, too), the
+    subscription ends with it (§3.13): a task that died with it open left upstream running
+    for as long as the user held the disposable."""
+    try:
+        failure = await _send_all(iterator, observer)
+    except BaseException:
+        iterator._window.close()  # cancels upstream (§3.12), never awaits
+        raise
     if disposal.done:  # disposed from inside asend (take, first): the iterator ended because
         return  # of it, which is no completion; the observer expects nothing more
     if failure is None:
         await observer.aclose()
     else:
         await observer.athrow(failure)
+
+
+async def _send_all(
+    iterator: AsyncPublisherIterator[T], observer: AsyncObserver[T]
+) -> Exception | None:
+    """``_pump``'s loop: None at the end of the stream, else the failure to ``athrow``."""
+    while True:
+        try:
+            element = await iterator.__anext__()
+        except StopAsyncIteration:
+            return None
+        except Exception as exc:  # the publisher's on_error
+            return exc
+        try:
+            await observer.asend(element)
+        except Exception as exc:  # the observer failed: cancel upstream, tell it (as aioreactive)
+            await iterator.aclose()
+            return exc
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():  # this task's own cancellation
+                raise
+            # asend awaited something cancelled that is not this task: it failed
+            await iterator.aclose()
+            failure = RuntimeError(f"the observer's asend raised {exc!r}")
+            failure.__cause__ = exc
+            return failure
 
 
 @final

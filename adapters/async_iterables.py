@@ -63,9 +63,22 @@ _TASKS: Final[set[asyncio.Task[Any]]] = set()
 """Strong references to the shutdown tasks this module starts (the loop holds tasks weakly)."""
 
 
-def _keep(task: asyncio.Task[Any]) -> None:
+def _start_task(
+    loop: asyncio.AbstractEventLoop,
+    coro: Coroutine[Any, Any, None],
+    context: contextvars.Context | None = None,
+) -> asyncio.Task[None]:
+    """A task for ``coro`` on ``loop``, kept in ``_TASKS`` until done (the loop holds tasks
+    only weakly). Its first step runs at a later loop turn whatever the loop's task factory:
+    ``asyncio.Task``, not ``loop.create_task``, which under ``asyncio.eager_task_factory``
+    (3.12+) runs that step inside the call. A pump started from inside the drain would then
+    fetch and deliver reentrantly, finish before it is recorded as running (the stream
+    stalled with demand left), and enter the subscription's context a second time (a
+    RuntimeError that wedged the loop). Shared with ``adapters.aioreactive``."""
+    task = asyncio.Task(coro, loop=loop, context=context)
     _TASKS.add(task)
     task.add_done_callback(_TASKS.discard)
+    return task
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
@@ -168,11 +181,9 @@ def _run_clean_up(
 
     def ended(task: asyncio.Task[None]) -> None:
         if task.cancelled() and not started:
-            _keep(loop.create_task(work(), context=context))
+            _start_task(loop, work(), context)
 
-    task = loop.create_task(run(), context=context)
-    _keep(task)
-    task.add_done_callback(ended)
+    _start_task(loop, run(), context).add_done_callback(ended)
 
 
 @final
@@ -240,10 +251,7 @@ class _AsyncIteratorSource(Source[T]):
         if budget > 0 and self._pump is None and self._outcome is _NOTHING:
             if self._iterator is not None:
                 self._idle = True  # until the task starts
-                self._pump = pump = self._loop.create_task(
-                    self._pump_budget(), context=self._context
-                )
-                _keep(pump)
+                self._pump = pump = _start_task(self._loop, self._pump_budget(), self._context)
                 pump.add_done_callback(self._pump_ended)
 
     def poll(self) -> T | _Marker:
@@ -634,6 +642,8 @@ async def _iterate(window: _Window[T]) -> AsyncGenerator[T, None]:
                     # task would never suspend and would starve the loop's other tasks.
                     ran = 0
                     await asyncio.sleep(0)
+                    if window.phase == _CLOSED:  # see below
+                        return
                 continue
             if window.phase == _CLOSED:  # aclose() from another coroutine, or a dead loop
                 return
@@ -652,6 +662,9 @@ async def _iterate(window: _Window[T]) -> AsyncGenerator[T, None]:
             if waiter is not None:  # else a signal arrived since clear(): look again
                 ran = 0
                 await waiter
+                if window.phase == _CLOSED:  # aclose() from another task meanwhile: an
+                    return  # element appended after its clear (a producer that was past
+                    # the queue's closed check) is never handed over (§3.12)
     finally:  # the end, an error, aclose(), CancelledError, or the generator dropped
         window.close()  # cancels the subscription (§3.12), never awaits
 

@@ -958,3 +958,59 @@ async def test_roundtrip_publisher_to_aioreactive_and_back() -> None:
     """Publisher -> to_async_observable -> from_async_observable -> to_async_iterator."""
     back = from_async_observable(to_async_observable(from_iterable(range(50)), prefetch=4))
     assert [x async for x in to_async_iterator(back, prefetch=4)] == list(range(50))
+
+
+def test_to_async_observable_an_asend_raising_cancelled_error_fails_and_cancels() -> None:
+    """An asend that awaited something cancelled (not the sending task) fails like any
+    asend: upstream is cancelled (§3.13) and the observer hears athrow. The task died
+    instead, with the subscription open for as long as the disposable was held."""
+    source = CountedIterable()
+    heard: list[object] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+
+        async def asend(x: int) -> None:
+            heard.append(x)
+            if x == 2:
+                future = loop.create_future()
+                loop.call_soon(future.cancel)
+                await future
+
+        async def athrow(error: Exception) -> None:
+            heard.append(error)
+
+        observer: AsyncObserver[int] = AsyncAnonymousObserver(asend, athrow)
+        disposable = await to_async_observable(from_iterable(source)).subscribe_async(observer)
+        for _ in range(50):
+            if source.closed.is_set() and len(heard) == 4:
+                break
+            await asyncio.sleep(0)
+        await disposable.dispose_async()
+
+    asyncio.run(main(), debug=True)
+    assert heard[:3] == [0, 1, 2]
+    assert isinstance(heard[3], RuntimeError) and "CancelledError" in str(heard[3])
+    assert source.closed.is_set()
+
+
+def test_to_async_observable_cancels_upstream_when_asyncio_run_cancels_its_task() -> None:
+    """asyncio.run ending while an asend awaits cancels the sending task: the subscription
+    ends with it (§3.13), though nobody disposed it and the disposable is still held."""
+    source = CountedIterable()
+    sending = asyncio.Event()
+    held: list[AsyncDisposable] = []
+
+    async def main() -> None:
+        async def asend(x: int) -> None:
+            sending.set()
+            await asyncio.Event().wait()  # never set
+
+        observer: AsyncObserver[int] = AsyncAnonymousObserver(asend)
+        disposable = await to_async_observable(from_iterable(source)).subscribe_async(observer)
+        held.append(disposable)  # as a user keeps it
+        await sending.wait()  # returns with the sending task still waiting in asend
+
+    asyncio.run(main(), debug=True)
+    assert source.closed.wait(5)
+    assert held  # the disposable was kept, never disposed, all along

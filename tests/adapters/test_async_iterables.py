@@ -1315,3 +1315,65 @@ def test_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "sum of squares of even numbers below 10000: 166616670000" in out
     assert "aioreactive source -> 10 elements" in out
+
+
+@pytest.mark.skipif(
+    not hasattr(asyncio, "eager_task_factory"), reason="asyncio.eager_task_factory is 3.12+"
+)
+@pytest.mark.parametrize("suspends", [False, True])
+def test_from_async_iterable_under_an_eager_task_factory_delivers_everything(
+    suspends: bool,
+) -> None:
+    """§3.8: a loop whose task factory runs a task's first step inside create_task (3.12+)
+    changes nothing: a pump started from inside on_next's request neither finishes before
+    it is recorded (the stream stalled after one element) nor enters the subscription's
+    context twice (a RuntimeError that wedged the loop)."""
+
+    async def numbers() -> AsyncIterator[int]:
+        for i in range(100):
+            if suspends:
+                await asyncio.sleep(0)
+            yield i
+
+    async def main() -> RecordingSubscriber[int]:
+        loop = asyncio.get_running_loop()
+        loop.set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined,unused-ignore]
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+        sub.on_next_hook = lambda element: sub.request(1)
+        from_async_iterable(numbers()).subscribe(sub)
+        for _ in range(500):
+            if sub.completed:
+                break
+            await asyncio.sleep(0)
+        return sub
+
+    result: list[RecordingSubscriber[int]] = []
+    runner = threading.Thread(target=lambda: result.append(asyncio.run(main())), daemon=True)
+    runner.start()
+    runner.join(10)
+    assert result, "asyncio.run never returned: the loop was wedged"
+    assert result[0].elements == list(range(100)) and result[0].completed
+
+
+def test_spec312_to_async_iterator_hands_over_nothing_after_aclose_from_another_task() -> None:
+    """§3.12: a task waiting in __anext__ while another task's aclose() returns gets
+    StopAsyncIteration, even if an element lands in the queue after aclose() emptied it
+    (an upstream on another thread that was already past the queue's closed check)."""
+    upstream = RecordingSubscription()
+
+    class Held:
+        def subscribe(self, subscriber: Subscriber[str]) -> None:
+            subscriber.on_subscribe(upstream)
+
+    async def main() -> object:
+        it = to_async_iterator(Held())
+        waiting = asyncio.create_task(anext(it, "stopped"))
+        while not upstream.requests:  # subscribed; the task waits for an element
+            await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        await it.aclose()  # resolves the waiter; the waiting task has not run yet
+        it._window.queue.queue.append("late")  # the late producer's append
+        return await waiting
+
+    assert asyncio.run(main(), debug=True) == "stopped"
+    assert upstream.cancelled.is_set()
