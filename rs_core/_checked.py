@@ -223,12 +223,12 @@ class _Checker(Generic[T]):
         # The bad request's thread: a request another thread makes meanwhile may reach the
         # publisher first (its demand still counts).
         self._bad_request_thread = 0
-        # The thread inside the upstream's request(n <= 0), while it is: an on_complete there
-        # answers the bad request. One that comes later, even on the same thread, may have
-        # been decided before the publisher saw the request (a publisher that queues its
-        # signals, as the JVM examples' AsyncIterablePublisher does), which then is a no-op
-        # (§1.6, §3.6); it is not reported.
-        self._bad_request_calling = 0
+        # The threads inside the upstream's request(n <= 0) (how many such calls deep): an
+        # on_complete there answers the bad request. One that comes later, even on the same
+        # thread, may have been decided before the publisher saw the request (a publisher
+        # that queues its signals, as the JVM examples' AsyncIterablePublisher does), which
+        # then is a no-op (§1.6, §3.6); it is not reported.
+        self._bad_request_calling: dict[int, int] = {}
         self._failed = False  # raise mode tripped: drop everything from upstream
         self._pending: ProtocolViolation | None = None  # on_error(violation) not yet delivered
         self._down_subscribed = False  # the Subscriber has been given on_subscribe
@@ -380,7 +380,7 @@ class _Checker(Generic[T]):
             if self._failed:
                 return
             violation = self._order_locked("on_complete", me)
-            if violation is None and self._bad_request and self._bad_request_calling == me:
+            if violation is None and self._bad_request and me in self._bad_request_calling:
                 violation = ProtocolViolation(
                     "3.9",
                     "§3.9: on_complete in answer to an invalid request (n <= 0, or not an "
@@ -420,30 +420,28 @@ class _Checker(Generic[T]):
             if nested:
                 self._requested_at = self._depth  # signals it causes may nest here (§3.2)
             bad = invalid is not None and not (self._cancelled or self._down_done)
-            calling = self._bad_request_calling
             if bad:
                 # §3.9: from now on only on_error may end the stream, even one the upstream
                 # signals synchronously, inside this call.
                 self._bad_request = True
                 self._bad_request_thread = me
-                self._bad_request_calling = me
-        if violation is not None:
-            self._violated(violation)
-        if upstream is None:
-            return
+                calls = self._bad_request_calling
+                calls[me] = calls.get(me, 0) + 1
         try:
-            upstream.request(n)
-        except Exception as exc:
-            if not isinstance(exc, ProtocolViolation):  # not ours, on its way out
-                self._violated(self._raised_in(f"request({n!r})", exc, "3.16"), exc)
-            raise
+            if violation is not None:
+                self._violated(violation)  # may raise: the marks above are undone below
+            if upstream is not None:
+                self._pass_request(upstream, n)
         finally:
             if nested or bad:
                 with self._lock:
                     if nested:
                         self._requested_at = outer
                     if bad:
-                        self._bad_request_calling = calling
+                        calls = self._bad_request_calling
+                        calls[me] -= 1
+                        if not calls[me]:
+                            del calls[me]
 
     def cancel(self) -> None:
         """Pass the cancel upstream; it stays counted for the §1.1 check of in-flight elements."""
@@ -466,6 +464,27 @@ class _Checker(Generic[T]):
             if not isinstance(exc, ProtocolViolation):
                 self._violated(self._raised_in("cancel()", exc, "3.15"), exc)
             raise
+
+    def _pass_request(self, upstream: Subscription, n: int) -> None:
+        try:
+            upstream.request(n)
+        except Exception as exc:
+            if not isinstance(exc, ProtocolViolation):  # not ours, on its way out
+                self._violated(self._raised_in(f"request({n!r})", exc, "3.16"), exc)
+            raise
+
+    def cancel_if_busy(self) -> bool:
+        """``cancel()``, if the upstream offers ``cancel_if_busy`` (this project's
+        Subscriptions: see ``DrainSubscription``) only when that says it was busy; any other
+        upstream is cancelled. A checker passes on what a consumer such as ``publish_on``
+        asks of the Subscription it wraps."""
+        cancel_if_busy: Callable[[], bool] | None = getattr(
+            self._upstream, "cancel_if_busy", None
+        )
+        if cancel_if_busy is not None and not cancel_if_busy():
+            return False
+        self.cancel()  # counted as any cancel; passed on again, a no-op upstream (§3.7)
+        return True
 
     def _raised_in(self, call: str, exc: Exception, rule: str) -> ProtocolViolation:
         """The violation for ``exc`` coming out of the upstream's ``call``: the Subscriber's

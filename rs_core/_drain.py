@@ -328,27 +328,42 @@ class DrainSubscription(Generic[T]):
         """Stop emission and release the source; idempotent and thread-safe (§3.5, §3.7).
 
         When the drain or a lessee is busy (on another thread, or up this one's stack), it
-        does the rest once its current call returns. From another thread,
-        ``Source.interrupt()`` is called here at once, so an upstream that can be stopped
-        from any thread (an Rx subscription to dispose, a queue's upstream to cancel) stops
-        now, not after that call, which may be a slow ``on_next``, a blocked producer's next
-        element or a synchronous upstream filling a whole window inside ``request`` (§3.12).
+        does the rest once its current call returns; ``Source.interrupt()`` is called here at
+        once, so an upstream that can be stopped from any thread (an Rx subscription to
+        dispose, a queue's upstream to cancel) stops now, not after that call, which may be
+        a slow ``on_next``, a blocked producer's next element or a synchronous upstream
+        filling a whole window inside ``request`` (§3.12). When idle, the drain runs now,
+        under the policy: inline (a synchronous publisher), that is on this thread.
         """
+        self._cancel(idle_too=True)
+
+    def cancel_if_busy(self) -> bool:
+        """``cancel()``, only if the drain or a lessee is busy right now (running, or its
+        task scheduled): that thread then stops after the element in progress and releases
+        the source there. Idle, do nothing and return False. For a consumer that cancels
+        from a thread that must not run this subscription's clean-up (``publish_on``'s
+        queue, interrupted from an event loop: an idle inline drain would close a generator
+        right there), and cancels an idle one later from its own thread. Thread-safe."""
+        return self._cancel(idle_too=False)
+
+    def _cancel(self, idle_too: bool) -> bool:
         with self._lock:
             if self._cancelled:  # §3.7
-                return
+                return True
+            if not (idle_too or self._wip):
+                return False
             self._cancelled = True
             self._wip += 1
             drain = self._wip == 1
             busy = self._source if not drain else None
         if drain:
             self._schedule()  # the drain releases the source, so close() never races poll()
-        elif busy is not None and not self.delivering_here():  # (from on_next, close() is
-            # next: the drain or the lessee sees the cancel as soon as on_next returns)
+        elif busy is not None:
             try:
                 busy.interrupt()
             except Exception as exc:
                 report_dropped(exc, where="interrupting a source after cancel")
+        return True
 
     def wake(self) -> None:
         """Tell the drain that the source has news (an element, or its end)."""

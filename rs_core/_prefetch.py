@@ -22,7 +22,6 @@ from rs_core._subscription import (
     require_element,
     require_error,
     require_subscription,
-    start_daemon,
 )
 from rs_core.api import Subscription
 from rs_core.errors import OverflowViolation, ProtocolViolation
@@ -57,7 +56,9 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
     """
 
     __slots__ = (
+        "_cancelled",
         "_done",
+        "_ended",
         "_error",
         "_lazy",
         "_lock",
@@ -83,7 +84,9 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         self.replenish_every = self._replenisher.limit
         self._lock = threading.Lock()
         self._upstream: Subscription | None = None
-        self._done = False
+        self._done = False  # ended or closed: nothing more is queued
+        self._ended = False  # the upstream's terminal signal came
+        self._cancelled = False  # the consumer cancelled (close or interrupt): no new request
         self._error: Exception | None = None
         self._wake: Callable[[], None] = _nothing
         self._lazy = lazy  # True until the first request is due (see want)
@@ -152,19 +155,29 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         if error is None:  # §2.13, as for on_next(None)
             self.fail_upstream(TypeError("§2.13: upstream signalled on_error(None)"))  # type: ignore[unreachable]
         require_error(error)  # §2.13: raises TypeError for None
-        if self._done:  # after our cancel it may legally race in (§1.8); after the end, not
-            rule = "1.8" if self._upstream is CANCELLED else "1.7"
-            report_dropped(error, rule=rule, where="on_error after the queue was closed or ended")
-            return
-        self._error = error
-        self._done = True  # set after the error: a consumer that sees _done sees _error
-        self._wake()
+        if self._ended:
+            report_dropped(error, rule="1.7", where="on_error after the upstream's end")
+        elif self._cancelled:  # it may legally race our cancel in (§1.8)
+            report_dropped(error, rule="1.8", where="on_error after the consumer cancelled")
+        else:
+            self._finish(error)
 
     def on_complete(self) -> None:
         if self._done:
             return
+        self._ended = True
         self._done = True
         self._wake()
+
+    def _finish(self, error: Exception) -> bool:
+        """End the queue with ``error``, after what is queued; False if it was over."""
+        if self._done:
+            return False
+        self._error = error
+        self._ended = True
+        self._done = True  # set after the error: a consumer that sees _done sees _error
+        self._wake()
+        return True
 
     # -- Source (consumer side) ----------------------------------------------------------------
 
@@ -212,9 +225,13 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             self._ask(upstream, due)  # the Replenisher counted ``due`` already (§1.1)
 
     def _ask(self, upstream: Subscription, n: int) -> None:
-        """``upstream.request(n)``; one that raises breaks §3.16: upstream is cancelled and
-        the consumer gets the error after the elements already queued, instead of it
-        escaping into whoever consumed (an element popped and lost, or a drain's task)."""
+        """``upstream.request(n)``, unless the consumer cancelled (an interrupt leaves an idle
+        upstream to ``close()``: it gets no new request meanwhile). One that raises breaks
+        §3.16: upstream is cancelled and the consumer gets the error after the elements
+        already queued, instead of it escaping into whoever consumed (an element popped and
+        lost, or a drain's task)."""
+        if self._cancelled:
+            return
         try:
             upstream.request(n)
         except Exception as exc:
@@ -226,6 +243,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         return self._done and not self._queue
 
     def close(self) -> None:
+        self._cancelled = True
         with self._lock:
             upstream, self._upstream = self._upstream, CANCELLED
             was_done, self._done = self._done, True
@@ -235,21 +253,29 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         self._queue.clear()  # §3.13
 
     def interrupt(self) -> None:
-        """The consumer cancelled from another thread while its drain is busy (delivering an
-        element, or inside upstream's ``request``): cancel upstream now (§3.12), so that a
-        busy synchronous upstream stops at the element in progress, an asynchronous one stops
-        pulling, and no request reaches it after this one (``_upstream`` is ``CANCELLED``).
-        The cancel runs on a thread of its own: an idle synchronous upstream closes its
-        source (a generator's ``finally``) inside ``cancel``, and the cancelling thread may be
-        an event loop (§3.5: cancel returns in a timely manner). Only when no thread can
-        start (interpreter exit) does it run here."""
+        """The consumer cancelled from another thread while its drain is busy (in a slow
+        ``on_next``, or inside upstream's ``request``). An upstream busy now stops now
+        (§3.12), its clean-up on its own thread; an idle one is left to ``close()``, on the
+        drain's thread, with no new request meanwhile: cancelling an idle synchronous
+        upstream closes its source (a generator's ``finally``) inside ``cancel``, which
+        must run neither on the cancelling thread (an event loop's, say; §3.5) nor on a
+        thread of no one's. This project's upstreams tell the two apart
+        (``cancel_if_busy``); any other is cancelled here, as Reactor's ``publishOn``
+        does: §3.5 asks its ``cancel`` to return in a timely manner."""
+        self._cancelled = True
         with self._lock:
-            if self._done:  # upstream ended, or close() ran: nothing to cancel
+            upstream = self._upstream
+            if self._done or upstream is None or upstream is CANCELLED:
                 return
-            upstream, self._upstream = self._upstream, CANCELLED
-        if upstream is None or upstream is CANCELLED:
+        cancel_if_busy = getattr(upstream, "cancel_if_busy", None)
+        if cancel_if_busy is not None:
+            cancel_if_busy()  # idempotent, like cancel: close() may cancel again (§3.7)
             return
-        if not start_daemon(cancel_quietly, upstream, name="rs-cancel-upstream"):
+        with self._lock:
+            mine = self._upstream is upstream
+            if mine:
+                self._upstream = CANCELLED
+        if mine:
             cancel_quietly(upstream)
 
     def fail_upstream(self, error: Exception) -> None:
@@ -261,4 +287,5 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             upstream, self._upstream = self._upstream, CANCELLED
         if upstream is not None and upstream is not CANCELLED:
             upstream.cancel()
-        self.on_error(error)
+        if not self._finish(error):
+            report_dropped(error, where="upstream failed after the queue was closed or ended")

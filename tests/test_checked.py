@@ -1120,3 +1120,44 @@ def test_spec103_log_mode_counts_the_depth_of_an_overlapping_signal() -> None:
     subscriber.open("d")
     publisher.down.on_next("d")  # everything has returned: no overlap now
     assert found == ["1.3", "1.3", "1.3"]
+
+
+def test_spec309_overlapping_bad_requests_on_two_threads_leave_no_stale_mark() -> None:
+    """Two invalid requests overlapping on two threads, the first in leaving first: a later
+    on_complete on the first thread, outside any request call, is not taken for an answer
+    to its bad request (each thread's calls are counted apart)."""
+    found: list[ProtocolViolation] = []
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+
+    class Overlapping(Upstream):
+        def request(self, n: int) -> None:
+            super().request(n)
+            if threading.current_thread().name == "first":
+                first_in.set()
+                second_in.wait(5)
+            else:
+                second_in.set()
+                first_out.wait(5)
+
+    publisher = HandPublisher(Overlapping())
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber()
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    second_done = threading.Event()
+
+    def first() -> None:
+        subscriber.request(0)
+        first_out.set()
+        second_done.wait(5)
+        publisher.down.on_complete()  # later, outside any request call
+
+    def second() -> None:
+        first_in.wait(5)
+        subscriber.request(-1)
+        second_done.set()
+
+    threads = [threading.Thread(target=first, name="first"), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert found == [] and subscriber.completed

@@ -12,9 +12,17 @@ from typing import Any, Generic, TypeVar
 import pytest
 
 from adapters.iterables import from_iterable
-from rs_core import UNBOUNDED, OverflowViolation, Publisher, Subscriber, Subscription, publish_on
+from rs_core import (
+    UNBOUNDED,
+    OverflowViolation,
+    Publisher,
+    Subscriber,
+    Subscription,
+    checked,
+    publish_on,
+)
 from rs_core._prefetch import PrefetchQueue
-from rs_core.testing import RecordingSubscriber, RecordingSubscription
+from rs_core.testing import CountedIterable, RecordingSubscriber, RecordingSubscription
 
 T = TypeVar("T")
 
@@ -583,15 +591,16 @@ def test_spec213_a_none_signal_from_upstream_cancels_it_and_fails_the_subscriber
     assert cancelled.is_set() and len(result) == 1
 
 
-def test_spec305_a_cancel_while_delivering_closes_an_idle_upstream_at_once_off_its_thread(
-    pool: ThreadPoolExecutor,
+@pytest.mark.parametrize("wrapped", [False, True], ids=["plain", "checked"])
+def test_spec305_a_cancel_while_delivering_closes_an_idle_upstream_on_the_executor(
+    pool: ThreadPoolExecutor, wrapped: bool
 ) -> None:
-    """§3.5, §3.12: a cancel from another thread (an event loop's, in a real pipeline) while
-    the drain delivers: the idle synchronous upstream is closed at once, before on_next
-    returns, and not on the cancelling thread, so its generator's finally (which may
-    block) never runs there."""
+    """§3.5: a cancel from another thread (an event loop's, in a real pipeline) while the
+    drain delivers: the idle synchronous upstream is closed on the executor once on_next
+    returns, not on the cancelling thread, where its generator's finally (which may block)
+    would run, nor on a helper thread, where a thread-bound resource (a sqlite connection)
+    could not be closed. The same through checked(), which passes cancel_if_busy on."""
     finally_threads: list[int] = []
-    closed = threading.Event()
     delivering = threading.Event()
     release = threading.Event()
 
@@ -600,7 +609,6 @@ def test_spec305_a_cancel_while_delivering_closes_an_idle_upstream_at_once_off_i
             yield from range(1000)
         finally:
             finally_threads.append(threading.get_ident())
-            closed.set()
 
     def hold_first(element: int) -> None:
         if element == 0:
@@ -609,14 +617,14 @@ def test_spec305_a_cancel_while_delivering_closes_an_idle_upstream_at_once_off_i
 
     sub: RecordingSubscriber[int] = RecordingSubscriber(10)
     sub.on_next_hook = hold_first
-    publish_on(from_iterable(numbers()), pool, prefetch=16).subscribe(sub)
+    upstream = from_iterable(numbers())
+    publish_on(checked(upstream) if wrapped else upstream, pool, prefetch=16).subscribe(sub)
     assert delivering.wait(5)  # the drain is in on_next; upstream is idle (16 queued)
     sub.cancel()
-    assert closed.wait(5)  # while on_next still holds the drain
-    assert finally_threads[0] != threading.get_ident()  # not here
+    assert finally_threads == []  # not closed here
     release.set()
     settle(pool)
-    assert len(finally_threads) == 1
+    assert finally_threads == [pool_thread(pool)]
 
 
 def test_spec312_a_cancel_while_delivering_stops_an_asynchronous_upstream_at_once(
@@ -659,31 +667,61 @@ def test_spec312_a_cancel_while_delivering_stops_an_asynchronous_upstream_at_onc
     assert sub.elements == [0]
 
 
-def test_spec306_no_request_reaches_upstream_after_an_interrupting_cancel() -> None:
-    """§3.6, §3.12: once the consumer's cancel interrupted the queue (its drain busy), a
-    replenishment the drain was about to make never reaches upstream, and upstream is
-    cancelled at once, off the cancelling thread (§3.5: its cancel may close a source)."""
+def test_spec306_an_interrupting_cancel_reaches_a_foreign_upstream_at_once() -> None:
+    """§3.12: a Subscription of no project of ours is cancelled as soon as the consumer's
+    cancel interrupts the queue (its drain busy), as Reactor's publishOn does (§3.5 asks
+    that cancel to be timely); a replenishment the drain was about to make never reaches
+    it (§3.6), and close() does not cancel it again."""
     queue: PrefetchQueue[int] = PrefetchQueue(4)
     upstream = RecordingSubscription()
-    cancelled_on: list[int] = []
+    cancels: list[int] = []
     cancel = upstream.cancel
 
-    def record_cancel() -> None:
-        cancelled_on.append(threading.get_ident())
+    def counted_cancel() -> None:
+        cancels.append(1)
         cancel()
 
-    upstream.cancel = record_cancel  # type: ignore[method-assign]
+    upstream.cancel = counted_cancel  # type: ignore[method-assign]
     queue.on_subscribe(upstream)
     for i in range(4):
         queue.on_next(i)
     assert upstream.requests == [4]
     queue.interrupt()  # the consumer cancelled while delivering
+    assert upstream.cancelled.is_set()
     queue.consumed(3)  # the drain's pending replenishment, after the cancel
-    assert upstream.cancelled.wait(5)
-    assert upstream.requests == [4]  # §3.6
-    assert cancelled_on != [threading.get_ident()]
+    assert upstream.requests == [4]
     queue.close()
-    assert len(cancelled_on) == 1  # §3.7: cancelled once
+    assert cancels == [1]
+
+
+def test_spec306_an_interrupting_cancel_leaves_an_idle_upstream_of_ours_to_close() -> None:
+    """An idle synchronous upstream of ours is not cancelled by the interrupt (its cancel
+    would close the generator on the interrupting thread), gets no new request (§3.6),
+    and is closed by close(), on the consumer's thread."""
+    source = CountedIterable()
+    closed_on: list[int] = []
+    source.closed = _Recorder(closed_on)  # type: ignore[assignment]
+    queue: PrefetchQueue[int] = PrefetchQueue(4)
+    from_iterable(source).subscribe(queue)  # requests 4, pulled at once, here
+    assert source.pulled == 4
+    interrupter = threading.Thread(target=queue.interrupt)
+    interrupter.start()
+    interrupter.join(5)
+    assert closed_on == []
+    queue.consumed(3)  # the drain's pending replenishment, after the cancel
+    assert source.pulled == 4
+    queue.close()
+    assert closed_on == [threading.get_ident()]
+
+
+class _Recorder:
+    """Stands in for CountedIterable.closed: records the thread that closed the source."""
+
+    def __init__(self, threads: list[int]) -> None:
+        self._threads = threads
+
+    def set(self) -> None:
+        self._threads.append(threading.get_ident())
 
 
 def test_spec312_a_cancel_from_on_next_closes_the_upstream_on_the_executor(
@@ -721,3 +759,42 @@ def test_spec213_on_next_none_after_the_end_raises_and_reports_nothing(
         queue.on_next(None)  # type: ignore[arg-type]
     assert caplog.records == []
     assert not upstream.cancelled.is_set()
+
+
+def test_spec312_a_cancel_from_inside_the_upstreams_request_stops_it_at_once(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """§3.12: a cancel made on the drain's thread while a synchronous upstream fills a
+    window inside request (its generator checking a stop condition, say) reaches that busy
+    upstream at once: it stops at the element in progress, not at the window's end."""
+    sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    pulled = 0
+
+    def numbers() -> Iterator[int]:
+        nonlocal pulled
+        for i in range(1000):
+            pulled += 1
+            if i == 3:
+                sub.cancel()  # set by on_subscribe, before the first request
+            yield i
+
+    publish_on(from_iterable(numbers()), pool, prefetch=256).subscribe(sub)
+    settle(pool)
+    assert sub.error is None
+    assert pulled <= 5
+
+
+@pytest.mark.parametrize("ended", [False, True])
+def test_spec108_an_upstream_error_after_an_interrupting_cancel_is_reported(
+    ended: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An upstream's on_error racing the consumer's cancel (§1.8) is logged as dropped, not
+    kept unseen for a cancelled consumer; one after its own end is §1.7."""
+    queue: PrefetchQueue[int] = PrefetchQueue(4)
+    queue.on_subscribe(RecordingSubscription())
+    if ended:
+        queue.on_complete()
+    queue.interrupt()
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        queue.on_error(RuntimeError("read aborted by cancel"))
+    assert [r.getMessage()[:5] for r in caplog.records] == ["§1.7:" if ended else "§1.8:"]
