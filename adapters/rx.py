@@ -232,6 +232,7 @@ class _ObservableSource(_BufferSource[T]):
         "_cond",
         "_disposable",
         "_emit",
+        "_interrupted",
         "_observable",
         "_on_drop",
         "_owner",
@@ -251,6 +252,7 @@ class _ObservableSource(_BufferSource[T]):
         self._buffer_size = publisher._buffer_size
         self._on_drop = publisher._on_drop
         self._cond = threading.Condition()
+        self._interrupted = False  # cancelled: an emitter waiting for room stops waiting
         self._disposable: DisposableBase | None = None
         self._owner = 0  # the id of the thread ``block`` owns, while it subscribes; else 0
         self._emit: Callable[[T], None] = self.on_next  # what Rx calls (see _subscribe_now)
@@ -359,9 +361,9 @@ class _ObservableSource(_BufferSource[T]):
         threads may wait at once (a Subject fed from two threads): ``consumed`` wakes all."""
         queue = self._items
         with self._cond:
-            while len(queue) >= self._buffer_size and not self._done:
-                self._cond.wait()  # consumed() or close() notifies
-            return not self._done
+            while len(queue) >= self._buffer_size and not (self._done or self._interrupted):
+                self._cond.wait()  # consumed(), interrupt() or close() notifies
+            return not (self._done or self._interrupted)
 
     def _overflow(self) -> OverflowViolation:
         return OverflowViolation(
@@ -468,9 +470,13 @@ class _ObservableSource(_BufferSource[T]):
                 self._cond.notify_all()  # room again: release the waiting emitters
 
     def interrupt(self) -> None:
-        # Cancel while the owned thread holds the emitter lease, maybe blocked in the source
-        # between two elements: dispose now (Rx's dispose is thread-safe), so a source that
-        # waits for disposal stops; close() follows when the lessee lets the drain run.
+        # Cancelled while the drain or the emitter lease is busy, or with the clean-up left
+        # to a later cancel (publish_on's): dispose now (Rx's dispose is thread-safe), so a
+        # source that waits for disposal stops, and release an emitter waiting for room;
+        # close() follows, from the drain.
+        with self._cond:
+            self._interrupted = True
+            self._cond.notify_all()
         self._release()
 
     def close(self) -> None:

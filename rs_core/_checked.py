@@ -473,18 +473,24 @@ class _Checker(Generic[T]):
                 self._violated(self._raised_in(f"request({n!r})", exc, "3.16"), exc)
             raise
 
-    def cancel_if_busy(self) -> bool:
-        """``cancel()``, if the upstream offers ``cancel_if_busy`` (this project's
-        Subscriptions: see ``DrainSubscription``) only when that says it was busy; any other
-        upstream is cancelled. A checker passes on what a consumer such as ``publish_on``
-        asks of the Subscription it wraps."""
-        cancel_if_busy: Callable[[], bool] | None = getattr(
-            self._upstream, "cancel_if_busy", None
+    def cancel_deferring_cleanup(self) -> None:
+        """``cancel()``, passed on as the upstream's ``cancel_deferring_cleanup`` when it has
+        one (this project's Subscriptions: see ``DrainSubscription``), so that a consumer
+        such as ``publish_on`` gets through the checker what it asks of the Subscription
+        it wraps. The ``cancel()`` the caller owes afterwards is passed on as any cancel."""
+        deferring: Callable[[], None] | None = getattr(
+            self._upstream, "cancel_deferring_cleanup", None
         )
-        if cancel_if_busy is not None and not cancel_if_busy():
-            return False
-        self.cancel()  # counted as any cancel; passed on again, a no-op upstream (§3.7)
-        return True
+        if deferring is None:
+            self.cancel()
+            return
+        with self._lock:
+            if self._failed:
+                return
+            if not self._cancelled:  # counted as any cancel (§1.1 for what is in flight)
+                self._cancelled = True
+                self._cancel_thread = _get_ident()
+        deferring()
 
     def _raised_in(self, call: str, exc: Exception, rule: str) -> ProtocolViolation:
         """The violation for ``exc`` coming out of the upstream's ``call``: the Subscriber's

@@ -249,6 +249,7 @@ class DrainSubscription(Generic[T]):
         "__weakref__",
         "_bad_request",
         "_cancelled",
+        "_cleanup_owed",
         "_credit",
         "_demand",
         "_done",
@@ -275,6 +276,7 @@ class DrainSubscription(Generic[T]):
         self._demand = 0
         self._requested = 0  # every valid request added up (saturating): see ``requested``
         self._cancelled = False
+        self._cleanup_owed = False  # cancel_deferring_cleanup() left the drain to cancel()
         self._done = False
         self._bad_request: Exception | None = None
         self._subscriber: Subscriber[T] | None = subscriber
@@ -335,35 +337,45 @@ class DrainSubscription(Generic[T]):
         filling a whole window inside ``request`` (§3.12). When idle, the drain runs now,
         under the policy: inline (a synchronous publisher), that is on this thread.
         """
-        self._cancel(idle_too=True)
+        self._cancel(here=True)
 
-    def cancel_if_busy(self) -> bool:
-        """``cancel()``, only if the drain or a lessee is busy right now (running, or its
-        task scheduled): that thread then stops after the element in progress and releases
-        the source there. Idle, do nothing and return False. For a consumer that cancels
-        from a thread that must not run this subscription's clean-up (``publish_on``'s
-        queue, interrupted from an event loop: an idle inline drain would close a generator
-        right there), and cancels an idle one later from its own thread. Thread-safe."""
-        return self._cancel(idle_too=False)
+    def cancel_deferring_cleanup(self) -> None:
+        """``cancel()``, except that an idle inline drain does not run on this thread.
 
-    def _cancel(self, idle_too: bool) -> bool:
+        The subscription is cancelled at once: ``request`` becomes a no-op (§3.6), a busy
+        drain or lessee stops after the element in progress, a drain under an executor or a
+        loop is scheduled there, and the source is interrupted (a push source disposed).
+        Only the clean-up of an idle inline drain (releasing the source: a generator's
+        ``close``, whose ``finally`` may block) waits for the next ``cancel()``, which the
+        caller owes, on a thread of its choosing. For a consumer cancelling from a thread
+        that must not run upstream's clean-up: ``publish_on``'s queue, interrupted from an
+        event loop, cancels again from its executor. Thread-safe.
+        """
+        self._cancel(here=False)
+
+    def _cancel(self, here: bool) -> None:
+        drain = False
         with self._lock:
-            if self._cancelled:  # §3.7
-                return True
-            if not (idle_too or self._wip):
-                return False
-            self._cancelled = True
-            self._wip += 1
-            drain = self._wip == 1
-            busy = self._source if not drain else None
+            if self._cancelled:  # §3.7; but the clean-up a deferring cancel left owed
+                if not (here and self._cleanup_owed):
+                    return
+                self._cleanup_owed = False
+                source = None
+            else:
+                self._cancelled = True
+                source = self._source
+            if here or self._wip or self._policy is not INLINE:
+                self._wip += 1
+                drain = self._wip == 1
+            else:  # idle and inline: the drain would run on this thread; the owed cancel()
+                self._cleanup_owed = True  # runs it
         if drain:
             self._schedule()  # the drain releases the source, so close() never races poll()
-        elif busy is not None:
+        elif source is not None:  # busy: stop a producer that can be stopped from any thread
             try:
-                busy.interrupt()
+                source.interrupt()
             except Exception as exc:
                 report_dropped(exc, where="interrupting a source after cancel")
-        return True
 
     def wake(self) -> None:
         """Tell the drain that the source has news (an element, or its end)."""

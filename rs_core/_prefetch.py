@@ -155,27 +155,30 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         if error is None:  # §2.13, as for on_next(None)
             self.fail_upstream(TypeError("§2.13: upstream signalled on_error(None)"))  # type: ignore[unreachable]
         require_error(error)  # §2.13: raises TypeError for None
-        if self._ended:
+        with self._lock:
+            ended, self._ended = self._ended, True
+        if ended:
             report_dropped(error, rule="1.7", where="on_error after the upstream's end")
-        elif self._cancelled:  # it may legally race our cancel in (§1.8)
+        elif self._cancelled or not self._finish(error):  # it may race our cancel (§1.8)
             report_dropped(error, rule="1.8", where="on_error after the consumer cancelled")
-        else:
-            self._finish(error)
 
     def on_complete(self) -> None:
-        if self._done:
-            return
-        self._ended = True
-        self._done = True
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+            if self._done:  # closed
+                return
+            self._done = True
         self._wake()
 
     def _finish(self, error: Exception) -> bool:
         """End the queue with ``error``, after what is queued; False if it was over."""
-        if self._done:
-            return False
-        self._error = error
-        self._ended = True
-        self._done = True  # set after the error: a consumer that sees _done sees _error
+        with self._lock:
+            if self._done:
+                return False
+            self._error = error
+            self._done = True  # set after the error: a consumer that sees _done sees _error
         self._wake()
         return True
 
@@ -254,28 +257,25 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
 
     def interrupt(self) -> None:
         """The consumer cancelled from another thread while its drain is busy (in a slow
-        ``on_next``, or inside upstream's ``request``). An upstream busy now stops now
-        (§3.12), its clean-up on its own thread; an idle one is left to ``close()``, on the
-        drain's thread, with no new request meanwhile: cancelling an idle synchronous
-        upstream closes its source (a generator's ``finally``) inside ``cancel``, which
-        must run neither on the cancelling thread (an event loop's, say; §3.5) nor on a
-        thread of no one's. This project's upstreams tell the two apart
-        (``cancel_if_busy``); any other is cancelled here, as Reactor's ``publishOn``
-        does: §3.5 asks its ``cancel`` to return in a timely manner."""
+        ``on_next``, or inside upstream's ``request``): cancel upstream now (§3.12), with no
+        new request after it. This project's upstreams are asked to defer the clean-up of
+        an idle inline drain (``cancel_deferring_cleanup``): cancelling an idle synchronous
+        upstream closes its source (a generator's ``finally``) inside ``cancel``, which must
+        run neither on the cancelling thread (an event loop's, say; §3.5) nor on a thread of
+        no one's; ``close()`` then cancels again, on the drain's thread, and runs it there.
+        Any other upstream is cancelled here, as Reactor's ``publishOn`` does: §3.5 asks
+        its ``cancel`` to return in a timely manner."""
         self._cancelled = True
         with self._lock:
             upstream = self._upstream
             if self._done or upstream is None or upstream is CANCELLED:
                 return
-        cancel_if_busy = getattr(upstream, "cancel_if_busy", None)
-        if cancel_if_busy is not None:
-            cancel_if_busy()  # idempotent, like cancel: close() may cancel again (§3.7)
-            return
-        with self._lock:
-            mine = self._upstream is upstream
-            if mine:
+            deferring = getattr(upstream, "cancel_deferring_cleanup", None)
+            if deferring is None:  # foreign: cancelled once, here (close() skips it)
                 self._upstream = CANCELLED
-        if mine:
+        if deferring is not None:
+            deferring()
+        else:
             cancel_quietly(upstream)
 
     def fail_upstream(self, error: Exception) -> None:
@@ -283,6 +283,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         ``error``: for a violation (§1.1), or an upstream ``subscribe`` that raised after it
         may already have called ``on_subscribe`` (§1.9); ``on_error`` alone would mark the
         queue done, and ``close()`` would then skip the cancel."""
+        self._cancelled = True  # an upstream on_error racing this cancel is §1.8
         with self._lock:
             upstream, self._upstream = self._upstream, CANCELLED
         if upstream is not None and upstream is not CANCELLED:

@@ -1525,3 +1525,36 @@ def test_spec103_a_thread_handing_a_batch_on_never_takes_another_threads_resume(
     assert not a_delivers.is_set()  # A stopped once it had handed the batch on
     assert sub.completed and sub.elements == list(range(n))
     sub.assert_no_violations()
+
+
+def test_spec306_a_deferring_cancel_cancels_an_idle_inline_drain_and_closes_nothing() -> None:
+    """An idle inline subscription cancelled with cancel_deferring_cleanup() is cancelled
+    at once (a request racing it is a no-op, §3.6: a synchronous upstream fills no window
+    after it), but its source is closed only by the cancel() owed afterwards, on that
+    caller's thread: the clean-up never runs on the deferring thread."""
+    pulled = 0
+    closed_on: list[int] = []
+
+    def numbers() -> Iterator[int]:
+        nonlocal pulled
+        try:
+            for i in range(1000):
+                pulled += 1
+                yield i
+        finally:
+            closed_on.append(threading.get_ident())
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(2)
+    from_iterable(numbers()).subscribe(sub)
+    subscription = sub.subscription
+    assert isinstance(subscription, DrainSubscription) and sub.elements == [0, 1]
+    deferring = threading.Thread(target=subscription.cancel_deferring_cleanup)
+    deferring.start()
+    deferring.join(5)
+    assert closed_on == []
+    subscription.request(5)  # §3.6: a no-op now
+    assert sub.elements == [0, 1] and pulled <= 3
+    subscription.cancel()  # the owed cancel runs the clean-up, here
+    assert closed_on == [threading.get_ident()]
+    subscription.cancel()  # §3.7
+    assert len(closed_on) == 1

@@ -599,7 +599,7 @@ def test_spec305_a_cancel_while_delivering_closes_an_idle_upstream_on_the_execut
     drain delivers: the idle synchronous upstream is closed on the executor once on_next
     returns, not on the cancelling thread, where its generator's finally (which may block)
     would run, nor on a helper thread, where a thread-bound resource (a sqlite connection)
-    could not be closed. The same through checked(), which passes cancel_if_busy on."""
+    could not be closed. The same through checked(), which passes the deferral on."""
     finally_threads: list[int] = []
     delivering = threading.Event()
     release = threading.Event()
@@ -694,10 +694,11 @@ def test_spec306_an_interrupting_cancel_reaches_a_foreign_upstream_at_once() -> 
     assert cancels == [1]
 
 
-def test_spec306_an_interrupting_cancel_leaves_an_idle_upstream_of_ours_to_close() -> None:
-    """An idle synchronous upstream of ours is not cancelled by the interrupt (its cancel
-    would close the generator on the interrupting thread), gets no new request (§3.6),
-    and is closed by close(), on the consumer's thread."""
+def test_spec306_an_interrupting_cancel_leaves_an_idle_upstreams_cleanup_to_close() -> None:
+    """An idle synchronous upstream of ours is cancelled by the interrupt with its clean-up
+    deferred (closing the generator there would run its finally on the interrupting
+    thread), gets no new request (§3.6), and is closed by close(), on the consumer's
+    thread."""
     source = CountedIterable()
     closed_on: list[int] = []
     source.closed = _Recorder(closed_on)  # type: ignore[assignment]

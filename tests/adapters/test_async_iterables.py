@@ -1377,3 +1377,41 @@ def test_spec312_to_async_iterator_hands_over_nothing_after_aclose_from_another_
 
     assert asyncio.run(main(), debug=True) == "stopped"
     assert upstream.cancelled.is_set()
+
+
+def test_publish_on_cancel_while_delivering_closes_an_async_upstream_at_once(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """§3.12: publish_on over from_async_iterable: a cancel while on_next is slow stops the
+    pump and acloses the async generator at once, on its loop, though its drain is idle
+    (the pump awaits __anext__): it does not pull the window on until on_next returns."""
+    pulled = 0
+    closed = threading.Event()
+    delivering = threading.Event()
+    release = threading.Event()
+
+    async def numbers() -> AsyncIterator[int]:
+        nonlocal pulled
+        try:
+            for i in range(1000):
+                pulled += 1
+                yield i
+                await asyncio.sleep(0.002)
+        finally:
+            closed.set()
+
+    def hold_first(element: int) -> None:
+        if element == 0:
+            delivering.set()
+            release.wait(10)
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    sub.on_next_hook = hold_first
+    with ThreadPoolExecutor(1) as pool:
+        source = from_async_iterable(numbers(), loop=loop)
+        publish_on(source, pool, prefetch=256).subscribe(sub)
+        assert delivering.wait(5)
+        sub.cancel()
+        assert closed.wait(5)  # while on_next still holds the drain
+        assert pulled < 256
+        release.set()

@@ -36,6 +36,7 @@ from rs_core import (
     Subscriber,
     Subscription,
     checked,
+    publish_on,
 )
 from rs_core._drain import DrainSubscription
 from rs_core.testing import (
@@ -2081,3 +2082,33 @@ def test_spec316_an_upstream_request_raising_fails_the_rx_processor_stream() -> 
     sub.await_terminal(5)
     assert isinstance(sub.error, RuntimeError) and "request raised" in repr(sub.error)
     assert sub.elements == list(range(sent))  # what upstream sent, then the error
+
+
+def test_publish_on_cancel_while_delivering_releases_a_blocked_feeder_at_once() -> None:
+    """§3.12: publish_on over from_observable(block) and a Subject fed from a user thread:
+    a cancel while on_next is slow disposes the Rx subscription and releases the feeder
+    waiting for room at once, not once on_next returns (the drain of an inline push
+    source is idle between pushes, and its cancel is left for later only in its clean-up)."""
+    subject: Subject[int] = Subject()
+    delivering = threading.Event()
+    release = threading.Event()
+
+    def hold_first(element: int) -> None:
+        if element == 0:
+            delivering.set()
+            release.wait(10)
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    sub.on_next_hook = hold_first
+    with ThreadPoolExecutor(1) as pool:
+        publish_on(from_observable(subject, buffer_size=2), pool, prefetch=2).subscribe(sub)
+        sub.await_condition(lambda: len(subject.observers) == 1, what="the Rx subscription")
+        feeder = threading.Thread(target=lambda: [subject.on_next(i) for i in range(100)])
+        feeder.start()
+        assert delivering.wait(5)
+        sub.cancel()
+        feeder.join(5)
+        alive = feeder.is_alive()
+        release.set()
+    assert not alive, "the feeder stayed blocked until on_next returned"
+    assert subject.observers == []
