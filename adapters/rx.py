@@ -442,7 +442,7 @@ class _ObservableSource(_BufferSource[T]):
             self.finish(exc)  # §1.4
             return
         with self._cond:
-            keep = not self._done
+            keep = not (self._done or self._interrupted)
             if keep:
                 self._disposable = disposable
         if not keep:  # cancelled, failed or completed while subscribing

@@ -369,8 +369,8 @@ class DrainSubscription(Generic[T]):
                 drain = self._wip == 1
             else:  # idle and inline: the drain would run on this thread; the owed cancel()
                 self._cleanup_owed = True  # runs it
-        if drain:
-            self._schedule()  # the drain releases the source, so close() never races poll()
+        if drain:  # the drain releases the source, so close() never races poll()
+            self._schedule(deferrable=not here)
         elif source is not None:  # busy: stop a producer that can be stopped from any thread
             try:
                 source.interrupt()
@@ -563,7 +563,7 @@ class DrainSubscription(Generic[T]):
 
     # -- the drain ----------------------------------------------------------------------
 
-    def _schedule(self) -> None:
+    def _schedule(self, deferrable: bool = False) -> None:
         policy = self._policy
         if policy is INLINE:
             self._drain()
@@ -571,6 +571,11 @@ class DrainSubscription(Generic[T]):
         try:
             task = policy.run(self._drain)
         except Exception as exc:  # closed loop, shut-down or full executor: §1.9, §3.16 say
+            if deferrable:  # a deferring cancel's: its clean-up would run right here, so it
+                with self._lock:  # is owed instead (the WIP let go: only it was left to do)
+                    self._wip = 0
+                    self._cleanup_owed = True
+                return
             self._unschedulable(exc)  # return normally; the subscriber hears it (§1.4)
             return
         if task is not None:

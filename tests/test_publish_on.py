@@ -799,3 +799,39 @@ def test_spec108_an_upstream_error_after_an_interrupting_cancel_is_reported(
     with caplog.at_level(logging.ERROR, logger="rs_core"):
         queue.on_error(RuntimeError("read aborted by cancel"))
     assert [r.getMessage()[:5] for r in caplog.records] == ["§1.7:" if ended else "§1.8:"]
+
+
+def test_spec305_an_unschedulable_upstreams_cleanup_never_runs_on_the_cancelling_thread(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """An idle upstream whose executor was shut down cannot schedule its clean-up: a cancel
+    from another thread while the drain delivers leaves it to close(), on publish_on's
+    executor, instead of running the generator's finally on the cancelling thread."""
+    finally_on: list[int] = []
+    delivering = threading.Event()
+    release = threading.Event()
+
+    def numbers() -> Iterator[int]:
+        try:
+            yield from range(1000)
+        finally:
+            finally_on.append(threading.get_ident())
+
+    def hold_first(element: int) -> None:
+        if element == 0:
+            delivering.set()
+            release.wait(10)
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    sub.on_next_hook = hold_first
+    producer = ThreadPoolExecutor(1)
+    publish_on(from_iterable(numbers(), executor=producer), pool, prefetch=2).subscribe(sub)
+    assert delivering.wait(5)
+    producer.shutdown(wait=True)  # the upstream is idle (its window of 2 filled), and stays so
+    canceller = threading.Thread(target=sub.cancel)
+    canceller.start()
+    canceller.join(5)
+    assert finally_on == []
+    release.set()
+    settle(pool)
+    assert finally_on == [pool_thread(pool)]

@@ -2112,3 +2112,25 @@ def test_publish_on_cancel_while_delivering_releases_a_blocked_feeder_at_once() 
         release.set()
     assert not alive, "the feeder stayed blocked until on_next returned"
     assert subject.observers == []
+
+
+def test_a_deferring_cancel_while_the_observable_subscribes_disposes_its_subscription() -> None:
+    """A cancel (publish_on's deferring one) that lands while the owned thread is still
+    inside the Observable's subscribe, with nothing to dispose yet: the disposable that
+    subscribe returns is disposed at once, not kept until the owed cancel."""
+    inside, go, disposed = threading.Event(), threading.Event(), threading.Event()
+
+    def producer(observer: Any, scheduler: Any) -> Disposable:
+        inside.set()
+        go.wait(5)  # connecting, say
+        return Disposable(disposed.set)
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+    from_observable(reactivex.create(producer)).subscribe(sub)  # block: the owned thread
+    assert inside.wait(5)
+    subscription = sub.subscription
+    assert isinstance(subscription, DrainSubscription)
+    subscription.cancel_deferring_cleanup()
+    go.set()
+    assert disposed.wait(5)
+    subscription.cancel()  # the owed cancel
