@@ -21,6 +21,7 @@ from rs_core.api import Subscription
 
 __all__ = [
     "CountedIterable",
+    "HoldFirst",
     "Incomparable",
     "RecordingSubscriber",
     "RecordingSubscription",
@@ -50,14 +51,34 @@ class Incomparable:
         return f"Incomparable({self.value})"
 
 
+class HoldFirst:
+    """An ``on_next_hook`` that holds the first element's delivery until ``release`` is set
+    (or ``timeout`` passes): the test acts while the drain is busy inside ``on_next``, from
+    another thread, once ``delivering`` is set."""
+
+    def __init__(self, timeout: float = 10.0) -> None:
+        self.delivering = threading.Event()
+        self.release = threading.Event()
+        self._timeout = timeout
+        self._held = False
+
+    def __call__(self, element: object) -> None:
+        if not self._held:
+            self._held = True
+            self.delivering.set()
+            self.release.wait(self._timeout)
+
+
 class CountedIterable:
     """An iterable of ``0, 1, ...`` (``n`` of them, or without end) whose generators count
-    how far they were pulled (``pulled``) and set ``closed`` when they end or are closed:
-    a test sees a source pulled only as far as demand reaches, and closed on cancel."""
+    how far they were pulled (``pulled``) and set ``closed`` when they end or are closed,
+    noting in ``closed_on`` the thread that ran their ``finally``: a test sees a source
+    pulled only as far as demand reaches, and closed on cancel, where it should be."""
 
     def __init__(self, n: int | None = None) -> None:
         self.pulled = 0
         self.closed = threading.Event()
+        self.closed_on: list[int] = []
         self._n = n
 
     def __iter__(self) -> Iterator[int]:
@@ -66,6 +87,7 @@ class CountedIterable:
                 self.pulled += 1
                 yield i
         finally:
+            self.closed_on.append(threading.get_ident())
             self.closed.set()
 
 

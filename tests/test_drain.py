@@ -31,7 +31,7 @@ from rs_core._drain import (
     QueueSink,
 )
 from rs_core._drain import Source as DrainSource
-from rs_core.testing import Incomparable, RecordingSubscriber, race
+from rs_core.testing import CountedIterable, Incomparable, RecordingSubscriber, race
 
 T = TypeVar("T")
 
@@ -1532,29 +1532,18 @@ def test_spec306_a_deferring_cancel_cancels_an_idle_inline_drain_and_closes_noth
     at once (a request racing it is a no-op, §3.6: a synchronous upstream fills no window
     after it), but its source is closed only by the cancel() owed afterwards, on that
     caller's thread: the clean-up never runs on the deferring thread."""
-    pulled = 0
-    closed_on: list[int] = []
-
-    def numbers() -> Iterator[int]:
-        nonlocal pulled
-        try:
-            for i in range(1000):
-                pulled += 1
-                yield i
-        finally:
-            closed_on.append(threading.get_ident())
-
+    source = CountedIterable(1000)
     sub: RecordingSubscriber[int] = RecordingSubscriber(2)
-    from_iterable(numbers()).subscribe(sub)
+    from_iterable(source).subscribe(sub)
     subscription = sub.subscription
     assert isinstance(subscription, DrainSubscription) and sub.elements == [0, 1]
     deferring = threading.Thread(target=subscription.cancel_deferring_cleanup)
     deferring.start()
     deferring.join(5)
-    assert closed_on == []
+    assert source.closed_on == []
     subscription.request(5)  # §3.6: a no-op now
-    assert sub.elements == [0, 1] and pulled <= 3
+    assert sub.elements == [0, 1] and source.pulled <= 3
     subscription.cancel()  # the owed cancel runs the clean-up, here
-    assert closed_on == [threading.get_ident()]
+    assert source.closed_on == [threading.get_ident()]
     subscription.cancel()  # §3.7
-    assert len(closed_on) == 1
+    assert len(source.closed_on) == 1

@@ -22,7 +22,12 @@ from rs_core import (
     publish_on,
 )
 from rs_core._prefetch import PrefetchQueue
-from rs_core.testing import CountedIterable, RecordingSubscriber, RecordingSubscription
+from rs_core.testing import (
+    CountedIterable,
+    HoldFirst,
+    RecordingSubscriber,
+    RecordingSubscription,
+)
 
 T = TypeVar("T")
 
@@ -600,31 +605,17 @@ def test_spec305_a_cancel_while_delivering_closes_an_idle_upstream_on_the_execut
     returns, not on the cancelling thread, where its generator's finally (which may block)
     would run, nor on a helper thread, where a thread-bound resource (a sqlite connection)
     could not be closed. The same through checked(), which passes the deferral on."""
-    finally_threads: list[int] = []
-    delivering = threading.Event()
-    release = threading.Event()
-
-    def numbers() -> Iterator[int]:
-        try:
-            yield from range(1000)
-        finally:
-            finally_threads.append(threading.get_ident())
-
-    def hold_first(element: int) -> None:
-        if element == 0:
-            delivering.set()
-            release.wait(5)
-
+    source = CountedIterable(1000)
     sub: RecordingSubscriber[int] = RecordingSubscriber(10)
-    sub.on_next_hook = hold_first
-    upstream = from_iterable(numbers())
+    sub.on_next_hook = gate = HoldFirst()
+    upstream = from_iterable(source)
     publish_on(checked(upstream) if wrapped else upstream, pool, prefetch=16).subscribe(sub)
-    assert delivering.wait(5)  # the drain is in on_next; upstream is idle (16 queued)
+    assert gate.delivering.wait(5)  # the drain is in on_next; upstream is idle (16 queued)
     sub.cancel()
-    assert finally_threads == []  # not closed here
-    release.set()
+    assert source.closed_on == []  # not closed here
+    gate.release.set()
     settle(pool)
-    assert finally_threads == [pool_thread(pool)]
+    assert source.closed_on == [pool_thread(pool)]
 
 
 def test_spec312_a_cancel_while_delivering_stops_an_asynchronous_upstream_at_once(
@@ -635,8 +626,6 @@ def test_spec312_a_cancel_while_delivering_stops_an_asynchronous_upstream_at_onc
     the window it was asked for."""
     pulled = 0
     closed = threading.Event()
-    delivering = threading.Event()
-    release = threading.Event()
 
     def slow_numbers() -> Iterator[int]:
         nonlocal pulled
@@ -648,21 +637,16 @@ def test_spec312_a_cancel_while_delivering_stops_an_asynchronous_upstream_at_onc
         finally:
             closed.set()
 
-    def hold_first(element: int) -> None:
-        if element == 0:
-            delivering.set()
-            release.wait(10)
-
     sub: RecordingSubscriber[int] = RecordingSubscriber(10)
-    sub.on_next_hook = hold_first
+    sub.on_next_hook = gate = HoldFirst()
     with ThreadPoolExecutor(1) as producer:
         source = from_iterable(slow_numbers(), executor=producer)
         publish_on(source, pool, prefetch=256).subscribe(sub)
-        assert delivering.wait(5)
+        assert gate.delivering.wait(5)
         sub.cancel()
         assert closed.wait(5)  # while on_next still holds the drain
         assert pulled < 256
-        release.set()
+        gate.release.set()
         settle(pool)
     assert sub.elements == [0]
 
@@ -700,29 +684,17 @@ def test_spec306_an_interrupting_cancel_leaves_an_idle_upstreams_cleanup_to_clos
     thread), gets no new request (§3.6), and is closed by close(), on the consumer's
     thread."""
     source = CountedIterable()
-    closed_on: list[int] = []
-    source.closed = _Recorder(closed_on)  # type: ignore[assignment]
     queue: PrefetchQueue[int] = PrefetchQueue(4)
     from_iterable(source).subscribe(queue)  # requests 4, pulled at once, here
     assert source.pulled == 4
     interrupter = threading.Thread(target=queue.interrupt)
     interrupter.start()
     interrupter.join(5)
-    assert closed_on == []
+    assert source.closed_on == []
     queue.consumed(3)  # the drain's pending replenishment, after the cancel
     assert source.pulled == 4
     queue.close()
-    assert closed_on == [threading.get_ident()]
-
-
-class _Recorder:
-    """Stands in for CountedIterable.closed: records the thread that closed the source."""
-
-    def __init__(self, threads: list[int]) -> None:
-        self._threads = threads
-
-    def set(self) -> None:
-        self._threads.append(threading.get_ident())
+    assert source.closed_on == [threading.get_ident()]
 
 
 def test_spec312_a_cancel_from_on_next_closes_the_upstream_on_the_executor(
@@ -730,20 +702,13 @@ def test_spec312_a_cancel_from_on_next_closes_the_upstream_on_the_executor(
 ) -> None:
     """§3.12: a cancel from inside on_next needs no interrupt: the drain sees it as soon as
     on_next returns, and closes the idle synchronous upstream on the executor."""
-    finally_threads: list[int] = []
-
-    def numbers() -> Iterator[int]:
-        try:
-            yield from range(1000)
-        finally:
-            finally_threads.append(threading.get_ident())
-
+    source = CountedIterable(1000)
     sub: RecordingSubscriber[int] = RecordingSubscriber(10)
     sub.on_next_hook = lambda element: sub.cancel() if element == 2 else None
-    publish_on(from_iterable(numbers()), pool, prefetch=16).subscribe(sub)
+    publish_on(from_iterable(source), pool, prefetch=16).subscribe(sub)
     settle(pool)
     assert sub.elements == [0, 1, 2]
-    assert finally_threads == [pool_thread(pool)]
+    assert source.closed_on == [pool_thread(pool)]
 
 
 def test_spec213_on_next_none_after_the_end_raises_and_reports_nothing(
@@ -807,31 +772,17 @@ def test_spec305_an_unschedulable_upstreams_cleanup_never_runs_on_the_cancelling
     """An idle upstream whose executor was shut down cannot schedule its clean-up: a cancel
     from another thread while the drain delivers leaves it to close(), on publish_on's
     executor, instead of running the generator's finally on the cancelling thread."""
-    finally_on: list[int] = []
-    delivering = threading.Event()
-    release = threading.Event()
-
-    def numbers() -> Iterator[int]:
-        try:
-            yield from range(1000)
-        finally:
-            finally_on.append(threading.get_ident())
-
-    def hold_first(element: int) -> None:
-        if element == 0:
-            delivering.set()
-            release.wait(10)
-
+    source = CountedIterable(1000)
     sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
-    sub.on_next_hook = hold_first
+    sub.on_next_hook = gate = HoldFirst()
     producer = ThreadPoolExecutor(1)
-    publish_on(from_iterable(numbers(), executor=producer), pool, prefetch=2).subscribe(sub)
-    assert delivering.wait(5)
+    publish_on(from_iterable(source, executor=producer), pool, prefetch=2).subscribe(sub)
+    assert gate.delivering.wait(5)
     producer.shutdown(wait=True)  # the upstream is idle (its window of 2 filled), and stays so
     canceller = threading.Thread(target=sub.cancel)
     canceller.start()
     canceller.join(5)
-    assert finally_on == []
-    release.set()
+    assert source.closed_on == []
+    gate.release.set()
     settle(pool)
-    assert finally_on == [pool_thread(pool)]
+    assert source.closed_on == [pool_thread(pool)]

@@ -23,6 +23,7 @@ from adapters.iterables import from_iterable
 from rs_core import UNBOUNDED, OverflowViolation, Subscriber, checked, publish_on
 from rs_core.testing import (
     CountedIterable,
+    HoldFirst,
     Incomparable,
     RecordingSubscriber,
     RecordingSubscription,
@@ -1387,8 +1388,6 @@ def test_publish_on_cancel_while_delivering_closes_an_async_upstream_at_once(
     (the pump awaits __anext__): it does not pull the window on until on_next returns."""
     pulled = 0
     closed = threading.Event()
-    delivering = threading.Event()
-    release = threading.Event()
 
     async def numbers() -> AsyncIterator[int]:
         nonlocal pulled
@@ -1400,18 +1399,13 @@ def test_publish_on_cancel_while_delivering_closes_an_async_upstream_at_once(
         finally:
             closed.set()
 
-    def hold_first(element: int) -> None:
-        if element == 0:
-            delivering.set()
-            release.wait(10)
-
     sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
-    sub.on_next_hook = hold_first
+    sub.on_next_hook = gate = HoldFirst()
     with ThreadPoolExecutor(1) as pool:
         source = from_async_iterable(numbers(), loop=loop)
         publish_on(source, pool, prefetch=256).subscribe(sub)
-        assert delivering.wait(5)
+        assert gate.delivering.wait(5)
         sub.cancel()
         assert closed.wait(5)  # while on_next still holds the drain
         assert pulled < 256
-        release.set()
+        gate.release.set()

@@ -41,6 +41,7 @@ from rs_core import (
 from rs_core._drain import DrainSubscription
 from rs_core.testing import (
     CountedIterable,
+    HoldFirst,
     Incomparable,
     RecordingSubscriber,
     RecordingSubscription,
@@ -2090,26 +2091,19 @@ def test_publish_on_cancel_while_delivering_releases_a_blocked_feeder_at_once() 
     waiting for room at once, not once on_next returns (the drain of an inline push
     source is idle between pushes, and its cancel is left for later only in its clean-up)."""
     subject: Subject[int] = Subject()
-    delivering = threading.Event()
-    release = threading.Event()
-
-    def hold_first(element: int) -> None:
-        if element == 0:
-            delivering.set()
-            release.wait(10)
 
     sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
-    sub.on_next_hook = hold_first
+    sub.on_next_hook = gate = HoldFirst()
     with ThreadPoolExecutor(1) as pool:
         publish_on(from_observable(subject, buffer_size=2), pool, prefetch=2).subscribe(sub)
         sub.await_condition(lambda: len(subject.observers) == 1, what="the Rx subscription")
         feeder = threading.Thread(target=lambda: [subject.on_next(i) for i in range(100)])
         feeder.start()
-        assert delivering.wait(5)
+        assert gate.delivering.wait(5)
         sub.cancel()
         feeder.join(5)
         alive = feeder.is_alive()
-        release.set()
+        gate.release.set()
     assert not alive, "the feeder stayed blocked until on_next returned"
     assert subject.observers == []
 
