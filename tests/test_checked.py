@@ -1161,3 +1161,48 @@ def test_spec309_overlapping_bad_requests_on_two_threads_leave_no_stale_mark() -
     for thread in threads:
         thread.join(10)
     assert found == [] and subscriber.completed
+
+
+def test_spec309_a_completion_inside_a_nested_bad_request_is_reported() -> None:
+    """§3.9: a request(0) made from inside the signal another request(0) delivered, on the
+    same thread, then on_complete inside the outer call: still an answer to a bad request
+    (the calls are counted, not just marked)."""
+    found: list[ProtocolViolation] = []
+    calls = 0
+
+    class Nested(Upstream):
+        def request(self, n: int) -> None:
+            nonlocal calls
+            super().request(n)
+            calls += 1
+            if calls == 2:  # the outer request(0): a signal, whose subscriber asks again
+                publisher.down.on_next("x")
+                publisher.down.on_complete()
+
+    publisher = HandPublisher(Nested())
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(1)
+    subscriber.on_next_hook = lambda element: subscriber.request(0)
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    subscriber.request(0)
+    assert [v.rule for v in found] == ["3.9"]
+
+
+def test_spec306_a_deferring_cancel_through_the_checker_counts_as_a_cancel() -> None:
+    """§3.6: publish_on's deferring cancel passed through checked() counts as a cancel: a
+    request made after it on the same thread is owed nothing, so an element for it is
+    reported (§1.1)."""
+    found: list[ProtocolViolation] = []
+    deferred: list[bool] = []
+
+    class Deferring(Upstream):
+        def cancel_deferring_cleanup(self) -> None:
+            deferred.append(True)
+
+    publisher = HandPublisher(Deferring())
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber()
+    checked(publisher, on_violation=found.append).subscribe(subscriber)  # type: ignore[arg-type]
+    subscription: Any = subscriber.subscription
+    subscription.cancel_deferring_cleanup()
+    subscriber.request(1)
+    publisher.down.on_next("after")
+    assert deferred == [True] and [v.rule for v in found] == ["1.1"]

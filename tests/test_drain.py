@@ -1547,3 +1547,24 @@ def test_spec306_a_deferring_cancel_cancels_an_idle_inline_drain_and_closes_noth
     assert source.closed_on == [threading.get_ident()]
     subscription.cancel()  # §3.7
     assert len(source.closed_on) == 1
+
+
+def test_start_daemon_starts_no_thread_when_none_can_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """start_daemon runs its target on a daemon thread, and returns False without running
+    it when no thread can start: at interpreter exit (3.11 would wait for ever in start(),
+    3.12+ raises RuntimeError), or when the system refuses one."""
+    from rs_core._subscription import start_daemon
+
+    ran = threading.Event()
+    assert start_daemon(ran.set, name="rs-test")
+    assert ran.wait(5)
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(threading.Thread, "start", refuse)
+        assert not start_daemon(pytest.fail, "ran", name="rs-test")
+    with monkeypatch.context() as patch:
+        patch.setattr(sys, "is_finalizing", lambda: True)
+        assert not start_daemon(pytest.fail, "ran", name="rs-test")

@@ -1088,3 +1088,47 @@ def test_spec109_to_iterator_refuses_an_element_before_on_subscribe() -> None:
         list(to_iterator(Early()))
     assert info.value.rule == "1.9"
     assert late.cancelled.is_set() and late.requests == []
+
+
+def test_to_iterator_ends_after_an_interrupt_inside_the_request_a_waiting_next_makes() -> None:
+    """The request a next() that found the queue empty makes (its replenishment, or the one
+    poll() leads to) may run a synchronous upstream too: a KeyboardInterrupt there ends the
+    iteration and cancels the subscription (§3.13)."""
+    upstream = RecordingSubscription()
+    requests = 0
+
+    class InterruptedSecondRequest(RecordingSubscription):
+        def request(self, n: int) -> None:
+            nonlocal requests
+            requests += 1
+            if requests == 2:
+                raise KeyboardInterrupt
+            upstream.request(n)
+
+        def cancel(self) -> None:
+            upstream.cancel()
+
+    sink: list[Subscriber[int]] = []
+
+    class Held:
+        def subscribe(self, subscriber: Subscriber[int]) -> None:
+            sink.append(subscriber)
+            subscriber.on_subscribe(InterruptedSecondRequest())
+
+    it = to_iterator(Held(), prefetch=1)
+    raised: list[BaseException] = []
+
+    def waiting_next() -> None:
+        try:
+            next(it)
+        except BaseException as exc:  # noqa: BLE001 (the KeyboardInterrupt under test)
+            raised.append(exc)
+
+    waiter = threading.Thread(target=waiting_next)
+    waiter.start()  # finds the queue empty, and waits
+    time.sleep(0.05)
+    sink[0].on_next(0)  # poll() takes it and replenishes: the request raises
+    waiter.join(5)
+    assert [type(exc) for exc in raised] == [KeyboardInterrupt]
+    assert upstream.cancelled.is_set()
+    assert list(it) == []

@@ -21,6 +21,7 @@ from rs_core import (
     checked,
     publish_on,
 )
+from rs_core._drain import DrainSubscription
 from rs_core._prefetch import PrefetchQueue
 from rs_core.testing import (
     CountedIterable,
@@ -773,10 +774,11 @@ def test_spec305_an_unschedulable_upstreams_cleanup_never_runs_on_the_cancelling
     from another thread while the drain delivers leaves it to close(), on publish_on's
     executor, instead of running the generator's finally on the cancelling thread."""
     source = CountedIterable(1000)
+    numbers = iter(source)  # kept here: only the owed clean-up closes it, not the collector
     sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
     sub.on_next_hook = gate = HoldFirst()
     producer = ThreadPoolExecutor(1)
-    publish_on(from_iterable(source, executor=producer), pool, prefetch=2).subscribe(sub)
+    publish_on(from_iterable(numbers, executor=producer), pool, prefetch=2).subscribe(sub)
     assert gate.delivering.wait(5)
     producer.shutdown(wait=True)  # the upstream is idle (its window of 2 filled), and stays so
     canceller = threading.Thread(target=sub.cancel)
@@ -786,3 +788,75 @@ def test_spec305_an_unschedulable_upstreams_cleanup_never_runs_on_the_cancelling
     gate.release.set()
     settle(pool)
     assert source.closed_on == [pool_thread(pool)]
+
+
+def test_spec306_a_deferring_cancel_runs_an_idle_executor_drains_cleanup_there_at_once(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """§3.12: cancel_deferring_cleanup() on an idle drain under an executor owes nothing:
+    the drain is scheduled there at once, and closes the source on the executor."""
+    source = CountedIterable(1000)
+    numbers = iter(source)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(2)
+    from_iterable(numbers, executor=pool).subscribe(sub)
+    settle(pool)
+    subscription = sub.subscription
+    assert isinstance(subscription, DrainSubscription) and sub.elements == [0, 1]
+    subscription.cancel_deferring_cleanup()
+    settle(pool)
+    assert source.closed_on == [pool_thread(pool)]
+
+
+def test_spec107_a_second_on_error_is_reported_as_after_the_end(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """§1.7: an on_error after the upstream's on_error is logged as §1.7, and the consumer
+    still gets the first error."""
+    queue: PrefetchQueue[int] = PrefetchQueue(4)
+    queue.on_subscribe(RecordingSubscription())
+    queue.on_error(RuntimeError("first"))
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        queue.on_error(RuntimeError("second"))
+    assert [r.getMessage()[:5] for r in caplog.records] == ["§1.7:"]
+    with pytest.raises(RuntimeError, match="first"):
+        queue.poll()
+
+
+def test_spec108_an_on_error_answering_the_queues_own_cancel_is_reported_not_delivered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """§1.1, §1.8: an upstream that answers the cancel of an overflow (§1.1) with on_error,
+    inside cancel: the consumer gets the OverflowViolation, and the upstream's error is
+    logged as racing the cancel."""
+    queue: PrefetchQueue[int] = PrefetchQueue(1)
+
+    class AnswersCancel(RecordingSubscription):
+        def cancel(self) -> None:
+            super().cancel()
+            queue.on_error(RuntimeError("cancelled"))
+
+    queue.on_subscribe(AnswersCancel())
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        queue.on_next(0)
+        queue.on_next(1)  # one more than the one requested
+    assert [r.getMessage()[:5] for r in caplog.records] == ["§1.8:"]
+    assert queue.poll() == 0
+    with pytest.raises(OverflowViolation):
+        queue.poll()
+
+
+def test_spec315_a_foreign_cancel_that_raises_inside_an_interrupt_is_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """§3.15: a foreign upstream whose cancel raises, cancelled by the interrupt on the
+    cancelling thread: the error is logged, never raised into that thread."""
+    queue: PrefetchQueue[int] = PrefetchQueue(4)
+
+    class RaisingCancel(RecordingSubscription):
+        def cancel(self) -> None:
+            raise RuntimeError("cancel failed")
+
+    queue.on_subscribe(RaisingCancel())
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        queue.interrupt()
+    assert [r.getMessage()[:6] for r in caplog.records] == ["§3.15:"]

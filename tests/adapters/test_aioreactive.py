@@ -986,6 +986,7 @@ def test_to_async_observable_an_asend_raising_cancelled_error_fails_and_cancels(
             if source.closed.is_set() and len(heard) == 4:
                 break
             await asyncio.sleep(0)
+        assert source.closed.is_set()  # by the failure itself, not by the dispose below
         await disposable.dispose_async()
 
     asyncio.run(main(), debug=True)
@@ -996,21 +997,27 @@ def test_to_async_observable_an_asend_raising_cancelled_error_fails_and_cancels(
 
 def test_to_async_observable_cancels_upstream_when_asyncio_run_cancels_its_task() -> None:
     """asyncio.run ending while an asend awaits cancels the sending task: the subscription
-    ends with it (§3.13), though nobody disposed it and the disposable is still held."""
+    ends with it (§3.13), though nobody disposed it and the disposable is still held, and
+    the observer hears no athrow (the task's own cancellation is no failure)."""
     source = CountedIterable()
     sending = asyncio.Event()
     held: list[AsyncDisposable] = []
+    thrown: list[Exception] = []
 
     async def main() -> None:
         async def asend(x: int) -> None:
             sending.set()
             await asyncio.Event().wait()  # never set
 
-        observer: AsyncObserver[int] = AsyncAnonymousObserver(asend)
+        async def athrow(error: Exception) -> None:
+            thrown.append(error)
+
+        observer: AsyncObserver[int] = AsyncAnonymousObserver(asend, athrow)
         disposable = await to_async_observable(from_iterable(source)).subscribe_async(observer)
         held.append(disposable)  # as a user keeps it
         await sending.wait()  # returns with the sending task still waiting in asend
 
     asyncio.run(main(), debug=True)
     assert source.closed.wait(5)
+    assert thrown == []
     assert held  # the disposable was kept, never disposed, all along
