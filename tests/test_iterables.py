@@ -1125,8 +1125,11 @@ def test_to_iterator_ends_after_an_interrupt_inside_the_request_a_waiting_next_m
             raised.append(exc)
 
     waiter = threading.Thread(target=waiting_next)
-    waiter.start()  # finds the queue empty, and waits
-    time.sleep(0.05)
+    it._wakeup.set()  # cleared by next() once in its slow path, where poll() takes elements
+    waiter.start()  # finds the queue empty
+    deadline = time.monotonic() + 5
+    while it._wakeup.is_set() and time.monotonic() < deadline:
+        time.sleep(0.001)
     sink[0].on_next(0)  # poll() takes it and replenishes: the request raises
     waiter.join(5)
     assert [type(exc) for exc in raised] == [KeyboardInterrupt]
