@@ -270,12 +270,15 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             upstream = self._upstream
             if self._done or upstream is None or upstream is CANCELLED:
                 return
-            deferring = getattr(upstream, "cancel_deferring_cleanup", None)
-            if deferring is None:  # foreign: cancelled once, here (close() skips it)
-                self._upstream = CANCELLED
+        deferring = getattr(upstream, "cancel_deferring_cleanup", None)  # (no lock: user code)
         if deferring is not None:
-            deferring()
-        else:
+            deferring()  # idempotent, as cancel is: close() cancels again (§3.7)
+            return
+        with self._lock:  # foreign: cancelled once, here (close() then skips it)
+            mine = self._upstream is upstream
+            if mine:
+                self._upstream = CANCELLED
+        if mine:
             cancel_quietly(upstream)
 
     def fail_upstream(self, error: Exception) -> None:
