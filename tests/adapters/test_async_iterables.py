@@ -1409,3 +1409,27 @@ def test_publish_on_cancel_while_delivering_closes_an_async_upstream_at_once(
         assert closed.wait(5)  # while on_next still holds the drain
         assert pulled < 256
         gate.release.set()
+
+
+def test_spec312_to_async_iterator_hands_over_nothing_after_a_close_during_a_burst_pause() -> None:
+    """§3.12: a synchronous publisher refills the queue inside each replenishment, so the
+    iterator pauses after a burst to let the loop run; a close in that pause (aclose()
+    from another task, with an element appended after its clear by a late producer) ends
+    the iteration there: the late element is never handed over."""
+
+    async def main() -> list[object]:
+        it = to_async_iterator(from_iterable(range(10_000)))
+        seen: list[object] = []
+
+        def close_meanwhile() -> None:  # runs in the burst's pause: the only one
+            it._window.close()  # what aclose() does first, from another task
+            it._window.queue.queue.append("late")
+
+        async for value in it:
+            if not seen:
+                asyncio.get_running_loop().call_soon(close_meanwhile)
+            seen.append(value)
+        return seen
+
+    seen = asyncio.run(main(), debug=True)
+    assert "late" not in seen and 0 < len(seen) < 10_000
