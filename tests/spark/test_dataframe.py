@@ -947,3 +947,36 @@ def test_the_cancel_loop_cancels_after_the_last_job_the_handler_started() -> Non
     reader.interrupt()
     wait_until(lambda: events.count("cancel") >= 2, 5, "a cancel after the job")
     assert events[: events.index("job") + 2] == ["cancel", "job", "cancel"]
+
+
+def test_the_canceller_starts_once_and_again_after_a_refused_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The shared canceller thread is started once; a start refused (interpreter exit, or
+    no thread to be had) is tried again at the next cancel, not taken for a start."""
+    monkeypatch.setattr(_partitions, "_canceller", False)
+    starts: list[str] = []
+
+    def start_daemon(target: Callable[..., object], *args: Any, name: str) -> bool:
+        starts.append(name)
+        return len(starts) > 1  # refused the first time
+
+    monkeypatch.setattr(_partitions, "start_daemon", start_daemon)
+    _partitions.start_canceller()
+    _partitions.start_canceller()
+    _partitions.start_canceller()
+    assert starts == ["rs-spark-cancel", "rs-spark-cancel"]
+
+
+def test_a_reader_that_cannot_start_its_cancel_thread_still_cancels_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A read interrupted when no thread of its own can start still gets one cancel call,
+    through the shared canceller."""
+    later: list[Any] = []
+    monkeypatch.setattr(_partitions, "start_daemon", lambda *args, name: False)
+    monkeypatch.setattr(_partitions, "cancel_later", lambda fn, *args: later.append(fn))
+    reader = _partitions._ClassicReader(None, "rows", True, None, ("rs-spark-000000000001",))
+    reader._started = True  # a read in progress
+    reader.interrupt()
+    assert later == [reader._cancel_tag]
