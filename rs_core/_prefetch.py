@@ -228,12 +228,12 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             self._ask(upstream, due)  # the Replenisher counted ``due`` already (§1.1)
 
     def _ask(self, upstream: Subscription, n: int) -> None:
-        """``upstream.request(n)``, unless the consumer cancelled (an interrupt leaves an idle
-        upstream to ``close()``: it gets no new request meanwhile). One that raises breaks
-        §3.16: upstream is cancelled and the consumer gets the error after the elements
-        already queued, instead of it escaping into whoever consumed (an element popped and
-        lost, or a drain's task)."""
-        if self._cancelled:
+        """``upstream.request(n)``, unless the consumer cancelled: after an interrupt, an
+        upstream of ours is cancelled with its clean-up owed to ``close()``, and gets no new
+        request meanwhile. One that raises breaks §3.16: upstream is cancelled and the
+        consumer gets the error after the elements already queued, instead of it escaping
+        into whoever consumed (an element popped and lost, or a drain's task)."""
+        if self._cancelled:  # §3.6: nothing more is owed to a cancelled consumer
             return
         try:
             upstream.request(n)

@@ -21,10 +21,10 @@ __all__ = [
     "cancel_quietly",
     "reject",
     "report_dropped",
-    "start_daemon",
     "require_element",
     "require_subscriber",
     "require_subscription",
+    "start_daemon",
 ]
 
 logger: Final = logging.getLogger("rs_core")
