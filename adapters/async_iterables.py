@@ -616,21 +616,22 @@ async def _iterate(window: _Window[T]) -> AsyncGenerator[T, None]:
     ``__anext__`` (an async generator's ``asend``), about 0.06 µs an element cheaper than a
     class's coroutine ``__anext__``.
 
-    Queued elements are handed over a window at a time (at most ``replenish_every``), popped
-    by a C iterator; their consumption is reported when the window has been handed over, so
-    the elements in the generator's hands still count as requested ahead (§1.1 bound)."""
+    Queued elements are handed over a round at a time (at most ``until_replenish``, so the
+    next request goes out when it is due), popped by a C iterator; their consumption is
+    reported when the round has been handed over, so the elements in the generator's hands
+    still count as requested ahead (§1.1 bound)."""
     yield _PRIMED  # type: ignore[misc]  # taken by _without_loop_finalizer, never iterated
     try:
         if window.phase == _NEW:
             window.subscribe()
         queue = window.queue
         items = queue.queue
-        every = queue.replenish_every
         popleft = deque.popleft
         ran = 0  # handed over since this task last suspended
         while True:
             n = len(items)
             if n:  # the fast path: what is queued, without a Python call per element
+                every = queue.until_replenish
                 if n > every:
                     n = every
                 for value in map(popleft, repeat(items, n)):  # never ==, unlike iter()
@@ -658,6 +659,7 @@ async def _iterate(window: _Window[T]) -> AsyncGenerator[T, None]:
             if polled is not EMPTY:
                 yield polled  # type: ignore[misc]
                 continue
+            queue.want(1)  # ran dry: the upstream may refill the whole window now
             waiter = signal.arm()
             if waiter is not None:  # else a signal arrived since clear(): look again
                 ran = 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from types import TracebackType
 from typing import Final, Generic, TypeVar, final
@@ -96,7 +96,7 @@ class BlockingIterator(Generic[T]):
         self._wakeup = threading.Event()
         self._closed = False
         self._popleft = self._queue.queue.popleft  # fused fast path, as in the drain
-        self._every = self._queue.replenish_every
+        self._every = self._queue.until_replenish  # pops until the next request is due
         self._pending = 0
         self._queue.bind(self._wakeup.set)
         try:
@@ -117,27 +117,28 @@ class BlockingIterator(Generic[T]):
         self._pending += 1
         if self._pending == self._every:  # replenish: at most prefetch requested ahead
             self._pending = 0
-            self._consumed(self._every)
+            self._report(self._queue.consumed, self._every)
         return value
 
-    def _consumed(self, n: int) -> None:
-        """Tell the queue; it may request upstream here, which runs a synchronous upstream
-        on this thread. A ``KeyboardInterrupt`` there ended that upstream's subscription
-        (its drain's abort): nothing more will come, so the iteration ends too, as a
-        generator's does once an exception left it, instead of the next ``next()`` waiting
-        for ever. (``consumed`` raises no ``Exception``: the queue routes those to
-        ``on_error``.)"""
+    def _report(self, report: Callable[[int], None], n: int) -> None:
+        """Tell the queue (``consumed`` or ``want``); it may request upstream here, which
+        runs a synchronous upstream on this thread. A ``KeyboardInterrupt`` there ended that
+        upstream's subscription (its drain's abort): nothing more will come, so the
+        iteration ends too, as a generator's does once an exception left it, instead of the
+        next ``next()`` waiting for ever. (The queue raises no ``Exception``: it routes
+        those to ``on_error``.)"""
         try:
-            self._queue.consumed(n)
+            report(n)
         except BaseException:
             self.close()
             raise
+        self._every = self._queue.until_replenish
 
     def _next_slow(self) -> T:
         queue = self._queue
         if self._pending:  # report what the fast path consumed before waiting for more
             pending, self._pending = self._pending, 0
-            self._consumed(pending)
+            self._report(self._queue.consumed, pending)
         while True:
             if self._closed:
                 raise StopIteration
@@ -151,9 +152,11 @@ class BlockingIterator(Generic[T]):
                 self._closed = True
                 raise StopIteration
             if value is not EMPTY:
+                self._every = queue.until_replenish  # poll() counted it
                 return value  # type: ignore[return-value]
             if asyncio._get_running_loop() is not None:
                 raise RuntimeError(_NOT_ON_LOOP)
+            self._report(queue.want, 1)  # ran dry: the upstream may refill the whole window
             self._wakeup.wait()
 
     def close(self) -> None:

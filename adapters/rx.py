@@ -127,14 +127,14 @@ class _BufferSource(Source[T]):
         "_pushing",
         "_wake",
         "queue",
-        "replenish_every",
     )
+
+    until_replenish = 1  # consumed() after each element
 
     def __init__(self) -> None:
         self._items: deque[T] = deque()
         self._pushing = threading.Lock()
         self.queue: deque[T] | None = self._items
-        self.replenish_every = 1
         self._done = False
         self._error: Exception | None = None
         self._wake: Callable[[], None] = _nothing

@@ -11,7 +11,6 @@ from typing import Any
 from adapters.iterables import from_iterable, to_iterator
 from benchmarks._harness import Result, compare
 from rs_core import UNBOUNDED, Publisher, Subscription, publish_on
-from rs_core._demand import Replenisher
 
 __all__ = ["run"]
 
@@ -154,7 +153,9 @@ def _publish_on_line(
     n: int, prefetch: int, hop: float, repeats: int, target: float | None = None
 ) -> Result:
     """``publish_on`` beside ``queue.Queue``, with the floor the executor hand-offs set."""
-    window = Replenisher(prefetch).limit  # one request upstream per window (75% rule)
+    # The producer runs while the consumer waits (the GIL): the consumer asks for 75% at the
+    # limit and the rest when it runs dry, so the producer refills the whole window at once.
+    window = prefetch
     line = compare(
         "publish_on across threads (producer thread -> consumer thread)"
         + (f", prefetch={prefetch}" if prefetch != 256 else ""),

@@ -91,3 +91,29 @@ class Replenisher:
             self.requested += due
             return due
         return 0
+
+    @property
+    def until_due(self) -> int:
+        """How many more elements to consume before ``consumed()`` returns a request (>= 1).
+
+        A consumer that reports in rounds ends each round here, so the request goes out at
+        the limit, not up to a round later, when the queue may already have run dry."""
+        return self.limit - self._count
+
+    def ran_dry(self) -> int:
+        """The consumer found nothing left to consume: return what to request now (0 for none).
+
+        That is what was consumed since the last request, once it is at least the window's
+        slack (``prefetch - limit``, a quarter by default): the upstream then refills the
+        whole window in one go. A producer that cannot run while its consumer does (Python
+        code on another thread, under the GIL) would otherwise deliver the ``limit`` asked
+        for at the threshold, and the consumer would run dry again ``prefetch - limit``
+        elements short of a full window, each window costing two thread wake-ups. Smaller
+        counts wait for the limit, so a slow upstream never gets a request per element.
+        """
+        count = self._count
+        if not count or count < self.prefetch - self.limit:
+            return 0
+        self._count = 0
+        self.requested += count
+        return count

@@ -71,15 +71,15 @@ class Source(Generic[T]):
     element per call, so it is pulled exactly as far as demand reaches.
 
     A queue-backed source may instead expose its ``collections.deque`` as ``queue``: the drain
-    then pops from it directly and reports ``consumed(n)`` every ``replenish_every`` elements
-    (queue fusion, as in Reactor), and ``want(n)`` when the queue ran dry with demand left;
-    ``poll`` still serves the terminal check.
+    then pops from it directly, in rounds of at most ``until_replenish`` elements (read before
+    each round), reports each round with ``consumed(n)`` (queue fusion, as in Reactor), and
+    calls ``want(n)`` when the queue ran dry with demand left; ``poll`` still serves the
+    terminal check.
     """
 
     __slots__ = ()
 
     queue: deque[T] | None = None
-    replenish_every: int = 0
     in_memory: bool = False
     """True when ``values()`` iterates elements already in memory (a list, a range): pulling
     never blocks, so the drain may copy a chunk of them into a fused sink at once (C speed)
@@ -87,6 +87,11 @@ class Source(Generic[T]):
     plain: bool = False
     """True when ``values()`` yields elements only, never ``EMPTY`` (a source that returns a
     plain iterator): the drain's loop then skips that check for each element."""
+
+    @property
+    def until_replenish(self) -> int:
+        """A fused source's next round: elements to pop before reporting them (0: no limit)."""
+        return 0
 
     def consumed(self, n: int) -> None:
         """A fused source's ``n`` elements were delivered (only called when ``queue`` is set)."""
@@ -813,18 +818,17 @@ class DrainSubscription(Generic[T]):
         self, subscriber: Subscriber[T], source: Source[T], queue: deque[T], limit: int
     ) -> int:
         """The fused path for a queue-backed source: pop straight from its deque (no ``poll``
-        call per element), in rounds of at most ``source.replenish_every`` elements popped
+        call per element), in rounds of at most ``source.until_replenish`` elements popped
         by a C iterator, telling it ``consumed(n)`` after each, so it can request more
-        upstream; -1 once terminated."""
+        upstream right when its next request is due; -1 once terminated."""
         sink = self._sink
         if sink is not None:
             return self._move_queued(source, queue, sink, limit)
         emitted = 0
-        every = source.replenish_every or limit
         on_next = subscriber.on_next
         while emitted != limit:
             # We are the only consumer, so the n queued now stay until we pop them.
-            n = min(len(queue), limit - emitted, every)
+            n = min(len(queue), limit - emitted, source.until_replenish or limit)
             if not n:
                 break  # empty: the source wakes the drain when it has more
             for value in map(deque.popleft, repeat(queue, n)):  # no __eq__, unlike iter()

@@ -69,7 +69,6 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         "_upstream",
         "_wake",
         "queue",
-        "replenish_every",
         "sink",
     )
 
@@ -81,7 +80,6 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         self._queue: deque[T] = deque()
         self.queue: deque[T] = self._queue  # fused: the drain pops straight from it
         self.sink: deque[T] = self._queue  # fused: an upstream drain appends straight to it
-        self.replenish_every = self._replenisher.limit
         self._lock = threading.Lock()
         self._upstream: Subscription | None = None
         self._done = False  # ended or closed: nothing more is queued
@@ -97,6 +95,12 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
     @property
     def prefetch(self) -> int:
         return self._replenisher.prefetch
+
+    @property
+    def until_replenish(self) -> int:
+        """Elements a consumer may pop before reporting them with ``consumed``: the next
+        request is due then (see :attr:`Replenisher.until_due`)."""
+        return self._replenisher.until_due
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -203,11 +207,18 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         return EMPTY
 
     def want(self, n: int) -> None:
-        """The consumer found the queue empty with demand: a lazy queue's first request, made
-        here, on the consumer's thread (once upstream has subscribed: on_subscribe wakes the
-        consumer to come back). Until then nothing was requested (§1.1)."""
-        if not self._lazy:
-            return  # made already (a lock-free read: the flag only ever goes to False)
+        """The consumer found the queue empty (with demand, for a drain): what it consumed
+        since the last request is requested now if that refills a quarter of the window or
+        more (:meth:`Replenisher.ran_dry`), so the upstream can fill the whole of it.
+
+        A lazy queue's first request is made here too, on the consumer's thread (once
+        upstream has subscribed: on_subscribe wakes the consumer to come back). Until then
+        nothing was requested (§1.1)."""
+        if not self._lazy:  # a lock-free read: the flag only ever goes to False
+            due = self._replenisher.ran_dry()
+            if due:
+                self._request(due)
+            return
         with self._lock:
             upstream = self._upstream
             if upstream is None:

@@ -199,6 +199,77 @@ def test_replenisher_rejects_bad_windows(prefetch: object, limit: object) -> Non
         Replenisher(prefetch, limit)  # type: ignore[arg-type]
 
 
+def test_replenisher_until_due_counts_down_to_the_next_request() -> None:
+    """until_due is how many more consumed elements make consumed() return a request: a
+    consumer reporting in rounds of until_due requests exactly at the limit."""
+    replenisher = Replenisher(8)  # limit 6
+    assert replenisher.until_due == 6
+    assert replenisher.consumed(2) == 0 and replenisher.until_due == 4
+    assert replenisher.consumed(4) == 6 and replenisher.until_due == 6
+    assert Replenisher(UNBOUNDED).until_due == UNBOUNDED
+
+
+def test_replenisher_ran_dry_requests_the_slack_or_more_and_nothing_less() -> None:
+    """ran_dry() returns what was consumed since the last request once it is at least the
+    window's slack (prefetch - limit), and counts it as requested; below that, nothing."""
+    replenisher = Replenisher(8)  # limit 6, slack 2
+    assert replenisher.ran_dry() == 0  # nothing consumed
+    replenisher.consumed(1)
+    assert replenisher.ran_dry() == 0  # 1 < 2: wait for the limit
+    replenisher.consumed(1)
+    assert replenisher.ran_dry() == 2
+    assert replenisher.requested == 10 and replenisher.until_due == 6  # counted, reset
+    assert replenisher.ran_dry() == 0
+    whole = Replenisher(4, 4)  # no slack: anything consumed is requested when dry
+    whole.consumed(1)
+    assert whole.ran_dry() == 1
+    unbounded = Replenisher(UNBOUNDED)
+    unbounded.consumed(5)
+    assert unbounded.ran_dry() == 0  # §3.17: nothing is ever re-requested
+
+
+@given(
+    st.integers(min_value=1, max_value=64).flatmap(
+        lambda prefetch: st.tuples(
+            st.just(prefetch),
+            st.one_of(st.none(), st.integers(min_value=1, max_value=prefetch)),
+            st.lists(
+                st.one_of(st.just(0), st.integers(min_value=1, max_value=prefetch)),
+                max_size=60,
+            ),
+        )
+    )
+)
+def test_replenisher_running_dry_never_exceeds_the_window(
+    case: tuple[int, int | None, list[int]],
+) -> None:
+    """consumed() and ran_dry() (a 0 in the list) in any order: requested adds up every
+    amount they returned, what is outstanding never exceeds prefetch, and a consumer that
+    runs dry leaves at least limit outstanding upstream (the whole window once it consumed
+    the slack or more), so it never waits on an upstream it asked too little of."""
+    prefetch, limit, steps = case
+    replenisher = Replenisher(prefetch, limit)
+    total = outstanding = prefetch
+    for n in steps:
+        if n == 0:  # the consumer ran dry: everything delivered was consumed
+            due = replenisher.ran_dry()
+            outstanding += due
+            total += due
+            assert outstanding >= replenisher.limit
+            assert due == 0 or outstanding == prefetch
+        else:
+            n = min(n, outstanding)
+            if n == 0:
+                continue
+            outstanding -= n
+            due = replenisher.consumed(n)
+            outstanding += due
+            total += due
+        assert replenisher.requested == total
+        assert outstanding <= prefetch
+        assert replenisher.until_due == replenisher.limit - (prefetch - outstanding)
+
+
 def test_a_deferred_window_counts_nothing_until_it_starts() -> None:
     """Replenisher(deferred=True): requested is 0 until start(), which returns the window and
     counts it; replenishing then goes on as for an up-front window."""

@@ -466,11 +466,43 @@ def test_to_iterator_raises_the_error_where_iteration_reaches_it() -> None:
         next(iterator)
 
 
+def test_to_iterator_requests_at_the_limit_after_a_wait_split_the_count() -> None:
+    """One element taken, then a next() that waits (1 consumed: below the window's slack,
+    so nothing is asked for yet), then a burst: request(6), 75% of prefetch=8, goes out at
+    the 6th element taken in all, not 6 after the wait."""
+    silent = Silent(hot=True)
+    iterator = to_iterator(silent, prefetch=8)
+    upstream = silent.subscribers[0]
+    upstream.on_next(0)
+    assert next(iterator) == 0
+    got: list[int | None] = []
+    consumer = threading.Thread(target=lambda: got.append(next(iterator, None)), daemon=True)
+    consumer.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not _waiting(consumer):
+            assert time.monotonic() < deadline
+            silent.cancelled.wait(0.001)
+        assert silent.requests == [8]
+        for i in range(1, 8):
+            upstream.on_next(i)
+        consumer.join(5)
+        assert got == [1]
+        assert [next(iterator) for _ in range(3)] == [2, 3, 4]
+        assert silent.requests == [8]  # 5 taken
+        assert next(iterator) == 5
+        assert silent.requests == [8, 6]  # the 6th
+    finally:
+        iterator.close()
+        consumer.join(5)
+
+
 def test_to_iterator_counts_fast_path_elements_when_next_has_to_wait() -> None:
-    """Two elements taken without waiting, then a third that next() has to wait for: all
-    three count as consumed, the 75% threshold of prefetch=4, so 3 more are requested (if
-    the two taken before the wait were not counted, a publisher that sent all it was asked
-    for and a consumer waiting for more would wait for each other for ever)."""
+    """Two elements taken without waiting, then next() finds the queue empty: the two count
+    as consumed before it waits, and being at least the window's slack (a quarter of
+    prefetch=4) they are requested at once, so the upstream can refill the window (if they
+    were not counted, a publisher that sent all it was asked for and a consumer waiting
+    for more would wait for each other for ever)."""
     silent = Silent(hot=True)
     iterator = to_iterator(silent, prefetch=4)
     upstream = silent.subscribers[0]
@@ -486,10 +518,11 @@ def test_to_iterator_counts_fast_path_elements_when_next_has_to_wait() -> None:
         while not _waiting(consumer):  # next() found the queue empty and waits
             assert time.monotonic() < deadline
             silent.cancelled.wait(0.001)
+        assert silent.requests == [4, 2]  # the two consumed, asked for before the wait
         upstream.on_next(2)
         consumer.join(5)
         assert got == [2]
-        assert silent.requests == [4, 3]
+        assert silent.requests == [4, 2]  # 1 of the 3 (the limit) consumed since
     finally:
         iterator.close()  # wakes the consumer if an assertion failed
         consumer.join(5)

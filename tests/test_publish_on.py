@@ -199,6 +199,62 @@ def test_replenishes_at_75_percent(pool: ThreadPoolExecutor) -> None:
     sub.cancel()
 
 
+class _Hand:
+    """A hot upstream the test signals by hand; each request is recorded with the number of
+    elements the subscriber had received when it was made."""
+
+    def __init__(self, received: list[int]) -> None:
+        self.received = received
+        self.requests: list[tuple[int, int]] = []
+        self.subscriber: Subscriber[int] | None = None
+
+    def subscribe(self, subscriber: Subscriber[int]) -> None:
+        hand = self
+
+        class _Recorded:
+            def request(self, n: int) -> None:
+                hand.requests.append((len(hand.received), n))
+
+            def cancel(self) -> None:
+                pass
+
+        self.subscriber = subscriber
+        subscriber.on_subscribe(_Recorded())
+
+    def burst(self, pool: ThreadPoolExecutor, start: int, n: int) -> None:
+        """Send ``n`` elements while the pool is held, so its drain finds them all queued."""
+        gate = threading.Event()
+        pool.submit(gate.wait, 5)
+        assert self.subscriber is not None
+        for i in range(start, start + n):
+            self.subscriber.on_next(i)
+        gate.set()
+        settle(pool)
+
+
+def test_replenishes_at_the_limit_and_refills_the_window_when_it_runs_dry(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """A whole window queued at once is delivered in rounds that end at the limit: request(6)
+    (75% of prefetch=8) goes upstream after exactly the 6th element since the last request,
+    with 2 still queued, not a round later; and when the queue runs dry with the 2 more
+    consumed (the window's slack, a quarter of it), they are requested at once, so the
+    upstream can refill the whole window in one go (the rounds used to run past the limit,
+    so each request went out only once the queue was empty)."""
+    sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    upstream = _Hand(sub.elements)
+    publish_on(upstream, pool, prefetch=8).subscribe(sub)
+    settle(pool)
+    assert upstream.requests == [(0, 8)]
+    upstream.burst(pool, 0, 8)
+    assert upstream.requests == [(0, 8), (6, 6), (8, 2)]
+    upstream.burst(pool, 8, 8)  # all that is outstanding: a full window again
+    assert upstream.requests == [(0, 8), (6, 6), (8, 2), (14, 6), (16, 2)]
+    assert sub.elements == list(range(16))
+    sub.cancel()
+    sub.assert_no_violations()
+
+
 def test_slow_consumer_slows_the_producer(pool: ThreadPoolExecutor) -> None:
     """A consumer that stops requesting stops the producer within the prefetch window."""
     meter = Meter()

@@ -825,6 +825,54 @@ class TestToAsyncIterator:
         assert pub.subscription.cancelled.is_set()
 
     @pytest.mark.asyncio
+    async def test_requests_at_the_limit_after_a_wait_split_the_count(self) -> None:
+        """One element taken, then a wait (too few consumed to ask for more), then a burst:
+        the burst is handed over in a round that ends at the limit, so request(6) (75% of
+        prefetch=8) goes out once 6 were taken in all, not a whole round later."""
+        pub = ManualPublisher()
+        it = to_async_iterator(pub, prefetch=8)
+        await it.__aenter__()
+        subscriber = pub.subscriber
+        assert subscriber is not None
+        subscriber.on_next(0)
+        assert await it.__anext__() == 0
+        waiting = asyncio.ensure_future(it.__anext__())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not waiting.done() and pub.subscription.requests == [8]  # 1 < the slack
+        for i in range(1, 8):
+            subscriber.on_next(i)
+        assert await waiting == 1
+        assert [await it.__anext__() for _ in range(4)] == [2, 3, 4, 5]
+        assert pub.subscription.requests == [8]  # 6 taken; reported when the 7th is asked
+        assert await it.__anext__() == 6
+        assert pub.subscription.requests == [8, 6]
+        await it.aclose()
+
+    @pytest.mark.asyncio
+    async def test_running_dry_refills_the_whole_window(self) -> None:
+        """A whole window taken: request(6) at the limit, then, when async for finds the
+        queue empty with the 2 more taken (the window's slack), request(2) before it waits,
+        so the publisher can refill the whole window in one go."""
+        pub = ManualPublisher()
+        it = to_async_iterator(pub, prefetch=8)
+        await it.__aenter__()
+        subscriber = pub.subscriber
+        assert subscriber is not None
+        for i in range(8):
+            subscriber.on_next(i)
+        assert [await it.__anext__() for _ in range(8)] == list(range(8))
+        assert pub.subscription.requests == [8, 6]
+        waiting = asyncio.ensure_future(it.__anext__())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not waiting.done()
+        assert pub.subscription.requests == [8, 6, 2]
+        subscriber.on_next(8)
+        assert await waiting == 8
+        await it.aclose()
+
+    @pytest.mark.asyncio
     async def test_a_full_window_handed_over_stays_within_prefetch(self) -> None:
         """A publisher (not fused) that sends all it may as soon as it is asked, so async
         for finds whole windows queued and takes each in one go: what was requested never
