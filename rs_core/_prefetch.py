@@ -115,7 +115,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
                 self._upstream = subscription
             lazy = self._lazy  # still lazy: want() makes the first request
         if duplicate:  # §2.5, or closed before upstream subscribed
-            subscription.cancel()
+            cancel_quietly(subscription)  # §3.15: a raising cancel is not ours to raise
             return
         if lazy:  # the consumer may have found the queue empty with demand already: it
             self._wake()  # looks again, on its own thread, and makes the request there
@@ -263,7 +263,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             was_done, self._done = self._done, True
         self._wake = _nothing
         if upstream is not None and upstream is not CANCELLED and not was_done:
-            upstream.cancel()  # §3.12; before the clear, as a QueueSink must
+            cancel_quietly(upstream)  # §3.12; before the clear, as a QueueSink must (§3.15)
         self._queue.clear()  # §3.13
 
     def interrupt(self) -> None:
@@ -301,6 +301,6 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         with self._lock:
             upstream, self._upstream = self._upstream, CANCELLED
         if upstream is not None and upstream is not CANCELLED:
-            upstream.cancel()
+            cancel_quietly(upstream)  # §3.15: raising here would lose the error below
         if not self._finish(error):
             report_dropped(error, where="upstream failed after the queue was closed or ended")

@@ -916,3 +916,58 @@ def test_spec315_a_foreign_cancel_that_raises_inside_an_interrupt_is_reported(
     with caplog.at_level(logging.ERROR, logger="rs_core"):
         queue.interrupt()
     assert [r.getMessage()[:6] for r in caplog.records] == ["§3.15:"]
+
+
+class _RaisingCancel(RecordingSubscription):
+    def cancel(self) -> None:
+        super().cancel()
+        raise RuntimeError("cancel failed")
+
+
+def test_spec315_an_overflowing_upstream_whose_cancel_raises_still_fails_the_consumer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """§1.1, §3.15: an upstream that sends one element too many and whose cancel raises: the
+    raising cancel is logged, not raised into the upstream's on_next, and the consumer
+    still gets the OverflowViolation after the elements before it (it used to be lost, so
+    a consumer waiting for the end waited for ever)."""
+    queue: PrefetchQueue[int] = PrefetchQueue(1)
+    upstream = _RaisingCancel()
+    queue.on_subscribe(upstream)
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        queue.on_next(0)
+        queue.on_next(1)  # one more than requested: returns normally (§2.13)
+    assert upstream.cancelled.is_set()
+    assert [r.getMessage()[:6] for r in caplog.records] == ["§3.15:"]
+    assert queue.poll() == 0
+    with pytest.raises(OverflowViolation):
+        queue.poll()
+
+
+def test_spec315_close_with_an_upstream_whose_cancel_raises_still_drops_the_queue(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """§3.13, §3.15: close() cancels upstream, and a cancel that raises is logged: close()
+    returns normally and the queued elements are dropped all the same."""
+    queue: PrefetchQueue[int] = PrefetchQueue(4)
+    queue.on_subscribe(_RaisingCancel())
+    queue.on_next(0)
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        queue.close()
+    assert [r.getMessage()[:6] for r in caplog.records] == ["§3.15:"]
+    assert len(queue) == 0
+
+
+def test_spec315_a_second_on_subscribe_whose_cancel_raises_is_refused_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """§2.5, §3.15: a second subscription is cancelled; its cancel raising is logged, not
+    raised out of on_subscribe (§2.13), and the first subscription stays in use."""
+    queue: PrefetchQueue[int] = PrefetchQueue(4)
+    first = RecordingSubscription()
+    queue.on_subscribe(first)
+    second = _RaisingCancel()
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        queue.on_subscribe(second)
+    assert second.cancelled.is_set() and not first.cancelled.is_set()
+    assert [r.getMessage()[:6] for r in caplog.records] == ["§3.15:"]
