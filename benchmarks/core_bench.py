@@ -154,7 +154,8 @@ def _publish_on_line(
 ) -> Result:
     """``publish_on`` beside ``queue.Queue``, with the floor the executor hand-offs set."""
     # The producer runs while the consumer waits (the GIL): the consumer asks for 75% at the
-    # limit and the rest when it runs dry, so the producer refills the whole window at once.
+    # limit, and for the rest when it runs dry before any of that arrived (Replenisher.ran_dry),
+    # so the producer refills the whole window at once.
     window = prefetch
     line = compare(
         "publish_on across threads (producer thread -> consumer thread)"

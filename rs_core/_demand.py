@@ -62,7 +62,7 @@ class Replenisher:
             consumer calls ``start()`` and requests what it returns.
     """
 
-    __slots__ = ("_count", "limit", "prefetch", "requested")
+    __slots__ = ("_count", "_queued", "limit", "prefetch", "requested")
 
     def __init__(self, prefetch: int, limit: int | None = None, *, deferred: bool = False) -> None:
         if type(prefetch) is not int or prefetch <= 0:
@@ -74,6 +74,7 @@ class Replenisher:
         self.prefetch = prefetch
         self.limit = UNBOUNDED if prefetch == UNBOUNDED else limit
         self._count = 0
+        self._queued = 0  # elements still queued when the last request was made (ran_dry)
         self.requested = 0 if deferred else prefetch  # requested up front, before any on_next
 
     def start(self) -> int:
@@ -81,13 +82,15 @@ class Replenisher:
         self.requested = self.prefetch
         return self.prefetch
 
-    def consumed(self, n: int = 1) -> int:
-        """Record ``n`` consumed elements; return the demand to request now (0 for none)."""
+    def consumed(self, n: int = 1, queued: int = 0) -> int:
+        """Record ``n`` consumed elements, with ``queued`` elements still waiting behind them;
+        return the demand to request now (0 for none)."""
         if self.prefetch == UNBOUNDED:
             return 0
         self._count += n
         if self._count >= self.limit:
             due, self._count = self._count, 0
+            self._queued = queued
             self.requested += due
             return due
         return 0
@@ -103,17 +106,20 @@ class Replenisher:
     def ran_dry(self) -> int:
         """The consumer found nothing left to consume: return what to request now (0 for none).
 
-        That is what was consumed since the last request, once it is at least the window's
-        slack (``prefetch - limit``, a quarter by default): the upstream then refills the
-        whole window in one go. A producer that cannot run while its consumer does (Python
-        code on another thread, under the GIL) would otherwise deliver the ``limit`` asked
-        for at the threshold, and the consumer would run dry again ``prefetch - limit``
-        elements short of a full window, each window costing two thread wake-ups. Smaller
-        counts wait for the limit, so a slow upstream never gets a request per element.
+        When none of the last request has arrived yet (everything consumed since it was
+        made was already queued then), the upstream is not producing alongside its
+        consumer: a producer that runs only while its consumer waits (Python code on
+        another thread, under the GIL), or one that is slow to answer. What was consumed
+        since is then asked for at once, so the upstream can deliver the whole window in
+        one go instead of the ``limit`` asked for at the threshold; otherwise each window
+        would cost two thread wake-ups per ``limit``. At most one such request follows each
+        replenishment, so a slow upstream still gets requests of ``limit``, never one per
+        element.
         """
         count = self._count
-        if not count or count < self.prefetch - self.limit:
+        if not count or count != self._queued:
             return 0
         self._count = 0
+        self._queued = 0  # the queue is empty: anything consumed from now on arrived after
         self.requested += count
         return count

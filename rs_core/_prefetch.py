@@ -11,9 +11,10 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
+from threading import get_ident
 from typing import Generic, TypeVar, final
 
-from rs_core._demand import Replenisher
+from rs_core._demand import Replenisher, add_cap
 from rs_core._drain import EMPTY, END, QueueSink, Source, _Marker
 from rs_core._subscription import (
     CANCELLED,
@@ -62,10 +63,12 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         "_error",
         "_lazy",
         "_lock",
+        "_owed",
         "_prefetch",
         "_queue",
         "_received",
         "_replenisher",
+        "_requester",
         "_upstream",
         "_wake",
         "queue",
@@ -88,6 +91,8 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         self._error: Exception | None = None
         self._wake: Callable[[], None] = _nothing
         self._lazy = lazy  # True until the first request is due (see want)
+        self._requester = 0  # the id of the thread inside upstream.request (§2.7, see _ask)
+        self._owed = 0  # requested meanwhile, made when that call returns
         # §1.1, exactly: on_next counts against the Replenisher's total requested (written by
         # the consumer before each request); each count has one writer.
         self._received = 0  # the upstream's on_next (a fused upstream drain keeps §1.1 itself)
@@ -196,7 +201,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         queue = self._queue
         if queue:
             element = queue.popleft()
-            due = self._replenisher.consumed()
+            due = self._replenisher.consumed(1, len(queue))
             if due:
                 self._request(due)
             return element
@@ -207,9 +212,9 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         return EMPTY
 
     def want(self, n: int) -> None:
-        """The consumer found the queue empty (with demand, for a drain): what it consumed
-        since the last request is requested now if that refills a quarter of the window or
-        more (:meth:`Replenisher.ran_dry`), so the upstream can fill the whole of it.
+        """The consumer found the queue empty (with demand, for a drain): if none of the
+        last request has arrived yet, what was consumed since is requested now
+        (:meth:`Replenisher.ran_dry`), so the upstream can fill the whole window at once.
 
         A lazy queue's first request is made here too, on the consumer's thread (once
         upstream has subscribed: on_subscribe wakes the consumer to come back). Until then
@@ -229,7 +234,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             self._ask(upstream, due)
 
     def consumed(self, n: int) -> None:
-        due = self._replenisher.consumed(n)
+        due = self._replenisher.consumed(n, len(self._queue))
         if due:
             self._request(due)
 
@@ -243,15 +248,52 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         upstream of ours is cancelled with its clean-up owed to ``close()``, and gets no new
         request meanwhile. One that raises breaks §3.16: upstream is cancelled and the
         consumer gets the error after the elements already queued, instead of it escaping
-        into whoever consumed (an element popped and lost, or a drain's task)."""
-        if self._cancelled:  # §3.6: nothing more is owed to a cancelled consumer
+        into whoever consumed (an element popped and lost, or a drain's task).
+
+        Requests reach upstream one at a time (§2.7), as ``BaseSubscriber``'s do: the first
+        one is made in ``on_subscribe``, on the publisher's thread, which may still be
+        inside it (emitting) when the consumer asks for more on its own thread; a request
+        made meanwhile is added up and made by the thread inside ``request`` as soon as its
+        call returns. One made from inside that call, on its own thread (a synchronous
+        upstream delivering to an inline drain), is serial all the same and goes straight
+        through; the upstream bounds that recursion (§3.3)."""
+        if self._cancelled or self._ended:  # §3.6; §2.4: a terminal signal cancels too
             return
+        me = get_ident()
+        with self._lock:
+            requester = self._requester
+            if requester and requester != me:  # §2.7: that thread makes this one next
+                self._owed = add_cap(self._owed, n)
+                return
+            self._requester = me
+        if requester:  # from inside our own request, on this thread
+            try:
+                upstream.request(n)
+            except Exception as exc:
+                self._request_failed(n, exc)
+            return
+        settled = False
         try:
-            upstream.request(n)
+            while True:
+                upstream.request(n)
+                with self._lock:
+                    n, self._owed = self._owed, 0
+                    if not n or self._cancelled:
+                        self._requester = 0
+                        settled = True
+                        return
         except Exception as exc:
-            error = RuntimeError(f"§3.16: the upstream's request({n}) raised {exc!r}")
-            error.__cause__ = exc
-            self.fail_upstream(error)
+            self._request_failed(n, exc)
+        finally:
+            if not settled:  # failed (or a BaseException): nothing more is asked for
+                with self._lock:
+                    self._requester = 0
+                    self._owed = 0
+
+    def _request_failed(self, n: int, exc: Exception) -> None:
+        error = RuntimeError(f"§3.16: the upstream's request({n}) raised {exc!r}")
+        error.__cause__ = exc
+        self.fail_upstream(error)
 
     def at_end(self) -> bool:
         return self._done and not self._queue

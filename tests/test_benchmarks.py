@@ -45,6 +45,6 @@ def test_the_core_and_rx_suites_run_and_state_their_floors() -> None:
     assert all(r.ours > 0 for r in results)
     hand_offs = [r for r in results if r.name.startswith("publish_on")]
     assert [r.note.count("executor round trip") for r in hand_offs] == [1, 1]
-    assert "window of 192 elements" in hand_offs[0].note
-    assert "window of 768 elements" in hand_offs[1].note
+    assert "window of 256 elements" in hand_offs[0].note
+    assert "window of 1024 elements" in hand_offs[1].note
     assert any(r.name.startswith("floor:") and r.ratio for r in results)

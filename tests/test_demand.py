@@ -209,20 +209,25 @@ def test_replenisher_until_due_counts_down_to_the_next_request() -> None:
     assert Replenisher(UNBOUNDED).until_due == UNBOUNDED
 
 
-def test_replenisher_ran_dry_requests_the_slack_or_more_and_nothing_less() -> None:
-    """ran_dry() returns what was consumed since the last request once it is at least the
-    window's slack (prefetch - limit), and counts it as requested; below that, nothing."""
-    replenisher = Replenisher(8)  # limit 6, slack 2
-    assert replenisher.ran_dry() == 0  # nothing consumed
-    replenisher.consumed(1)
-    assert replenisher.ran_dry() == 0  # 1 < 2: wait for the limit
-    replenisher.consumed(1)
-    assert replenisher.ran_dry() == 2
-    assert replenisher.requested == 10 and replenisher.until_due == 6  # counted, reset
-    assert replenisher.ran_dry() == 0
-    whole = Replenisher(4, 4)  # no slack: anything consumed is requested when dry
-    whole.consumed(1)
-    assert whole.ran_dry() == 1
+def test_replenisher_ran_dry_asks_for_the_rest_only_before_the_last_request_is_answered() -> None:
+    """ran_dry() returns what was consumed since the last request when all of it was
+    already queued when that request was made (none of the request has arrived: the
+    upstream is not producing alongside), and counts it as requested; once an element
+    arrived after the request, or right after a top-up, nothing."""
+    window = Replenisher(8)  # limit 6
+    assert window.ran_dry() == 0  # nothing consumed
+    assert window.consumed(6, queued=2) == 6  # a whole window arrived at once
+    assert window.consumed(2) == 0
+    assert window.ran_dry() == 2  # the 2 were queued at the request: nothing arrived since
+    assert window.requested == 16 and window.until_due == 6
+    assert window.ran_dry() == 0
+    assert window.consumed(1) == 0  # arrived after the top-up
+    assert window.ran_dry() == 0
+    slow = Replenisher(8)  # one element at a time: each arrived after the last request
+    assert [slow.consumed(1) for _ in range(6)] == [0, 0, 0, 0, 0, 6]
+    for _ in range(5):
+        assert slow.consumed(1) == 0
+        assert slow.ran_dry() == 0  # never a request per element
     unbounded = Replenisher(UNBOUNDED)
     unbounded.consumed(5)
     assert unbounded.ran_dry() == 0  # §3.17: nothing is ever re-requested
@@ -233,41 +238,49 @@ def test_replenisher_ran_dry_requests_the_slack_or_more_and_nothing_less() -> No
         lambda prefetch: st.tuples(
             st.just(prefetch),
             st.one_of(st.none(), st.integers(min_value=1, max_value=prefetch)),
-            st.lists(
-                st.one_of(st.just(0), st.integers(min_value=1, max_value=prefetch)),
-                max_size=60,
-            ),
+            st.lists(st.integers(min_value=-64, max_value=64), max_size=80),
         )
     )
 )
-def test_replenisher_running_dry_never_exceeds_the_window(
+def test_replenisher_running_dry_keeps_the_window_and_asks_once_per_replenishment(
     case: tuple[int, int | None, list[int]],
 ) -> None:
-    """consumed() and ran_dry() (a 0 in the list) in any order: requested adds up every
-    amount they returned, what is outstanding never exceeds prefetch, and a consumer that
-    runs dry leaves at least limit outstanding upstream (the whole window once it consumed
-    the slack or more), so it never waits on an upstream it asked too little of."""
+    """A queue in front of a consumer: elements arrive (a positive step, as far as was
+    requested), are consumed (a negative step), and the consumer runs dry (0, when the
+    queue is empty). requested adds up every amount returned; what is requested ahead of
+    consumption never exceeds prefetch; ran_dry() asks only when nothing arrived since the
+    last request, and at most once per replenishment (never a request per element)."""
     prefetch, limit, steps = case
-    replenisher = Replenisher(prefetch, limit)
-    total = outstanding = prefetch
-    for n in steps:
-        if n == 0:  # the consumer ran dry: everything delivered was consumed
-            due = replenisher.ran_dry()
-            outstanding += due
-            total += due
-            assert outstanding >= replenisher.limit
-            assert due == 0 or outstanding == prefetch
-        else:
-            n = min(n, outstanding)
-            if n == 0:
+    window = Replenisher(prefetch, limit)
+    total, consumed, arrived, queued = prefetch, 0, 0, 0
+    arrived_since_request = False
+    top_up_allowed = True  # one top-up per request made at the limit (or the first)
+    for step in steps:
+        if step > 0:
+            n = min(step, total - arrived)  # never more than requested (§1.1)
+            arrived += n
+            queued += n
+            arrived_since_request = arrived_since_request or n > 0
+        elif step < 0:
+            n = min(-step, queued)
+            if not n:
                 continue
-            outstanding -= n
-            due = replenisher.consumed(n)
-            outstanding += due
-            total += due
-        assert replenisher.requested == total
-        assert outstanding <= prefetch
-        assert replenisher.until_due == replenisher.limit - (prefetch - outstanding)
+            queued -= n
+            consumed += n
+            due = window.consumed(n, queued)
+            if due:
+                total += due
+                arrived_since_request = False
+                top_up_allowed = True
+        elif queued == 0:
+            due = window.ran_dry()
+            if due:
+                assert not arrived_since_request and top_up_allowed
+                top_up_allowed = False
+                total += due
+        assert window.requested == total
+        assert total - consumed <= prefetch
+        assert window.until_due == window.limit - (prefetch - (total - consumed))
 
 
 def test_a_deferred_window_counts_nothing_until_it_starts() -> None:

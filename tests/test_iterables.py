@@ -467,9 +467,10 @@ def test_to_iterator_raises_the_error_where_iteration_reaches_it() -> None:
 
 
 def test_to_iterator_requests_at_the_limit_after_a_wait_split_the_count() -> None:
-    """One element taken, then a next() that waits (1 consumed: below the window's slack,
-    so nothing is asked for yet), then a burst: request(6), 75% of prefetch=8, goes out at
-    the 6th element taken in all, not 6 after the wait."""
+    """One element taken, then a next() that waits (the element came after the request:
+    the publisher is producing, so nothing more is asked for yet), then a burst:
+    request(6), 75% of prefetch=8, goes out at the 6th element taken in all, not 6 after
+    the wait."""
     silent = Silent(hot=True)
     iterator = to_iterator(silent, prefetch=8)
     upstream = silent.subscribers[0]
@@ -497,12 +498,42 @@ def test_to_iterator_requests_at_the_limit_after_a_wait_split_the_count() -> Non
         consumer.join(5)
 
 
+def test_to_iterator_running_dry_before_the_next_window_arrives_asks_for_the_rest() -> None:
+    """A whole window queued at once: request(6) (75% of prefetch=8) at the 6th element,
+    with 2 still queued; when next() then finds the queue empty and none of that request
+    has arrived, the 2 are asked for before it waits, so the publisher can send the whole
+    window in one go."""
+    silent = Silent(hot=True)
+    iterator = to_iterator(silent, prefetch=8)
+    upstream = silent.subscribers[0]
+    for i in range(8):
+        upstream.on_next(i)
+    assert [next(iterator) for _ in range(6)] == list(range(6))
+    assert silent.requests == [8, 6]
+    assert [next(iterator) for _ in range(2)] == [6, 7]
+    got: list[int | None] = []
+    consumer = threading.Thread(target=lambda: got.append(next(iterator, None)), daemon=True)
+    consumer.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not _waiting(consumer):
+            assert time.monotonic() < deadline
+            silent.cancelled.wait(0.001)
+        assert silent.requests == [8, 6, 2]
+        upstream.on_next(8)
+        consumer.join(5)
+        assert got == [8]
+    finally:
+        iterator.close()
+        consumer.join(5)
+
+
 def test_to_iterator_counts_fast_path_elements_when_next_has_to_wait() -> None:
-    """Two elements taken without waiting, then next() finds the queue empty: the two count
-    as consumed before it waits, and being at least the window's slack (a quarter of
-    prefetch=4) they are requested at once, so the upstream can refill the window (if they
-    were not counted, a publisher that sent all it was asked for and a consumer waiting
-    for more would wait for each other for ever)."""
+    """Two elements taken without waiting, then a third that next() has to wait for: all
+    three count as consumed, the 75% threshold of prefetch=4, so 3 more are requested (if
+    the two taken before the wait were not counted, a publisher that sent all it was asked
+    for and a consumer waiting for more would wait for each other for ever). The two came
+    one by one after the first request, so the wait asks for nothing more by itself."""
     silent = Silent(hot=True)
     iterator = to_iterator(silent, prefetch=4)
     upstream = silent.subscribers[0]
@@ -518,11 +549,11 @@ def test_to_iterator_counts_fast_path_elements_when_next_has_to_wait() -> None:
         while not _waiting(consumer):  # next() found the queue empty and waits
             assert time.monotonic() < deadline
             silent.cancelled.wait(0.001)
-        assert silent.requests == [4, 2]  # the two consumed, asked for before the wait
+        assert silent.requests == [4]
         upstream.on_next(2)
         consumer.join(5)
         assert got == [2]
-        assert silent.requests == [4, 2]  # 1 of the 3 (the limit) consumed since
+        assert silent.requests == [4, 3]
     finally:
         iterator.close()  # wakes the consumer if an assertion failed
         consumer.join(5)
@@ -1168,3 +1199,43 @@ def test_to_iterator_ends_after_an_interrupt_inside_the_request_a_waiting_next_m
     assert [type(exc) for exc in raised] == [KeyboardInterrupt]
     assert upstream.cancelled.is_set()
     assert list(it) == []
+
+
+def test_spec207_a_request_while_the_publisher_is_still_in_its_first_one_waits_for_it() -> None:
+    """§2.7: to_iterator makes its first request in on_subscribe, on the publisher's thread,
+    which emits inside it; the request due at 75% (next() on the consumer's thread) is not
+    made while that call is in progress, but by the publisher's thread once it returns, so
+    requests never overlap."""
+    may_return = threading.Event()
+    calls: list[tuple[str, int, bool]] = []  # thread, n, overlapping another call
+    inside = [0]
+
+    class Publisher:
+        def subscribe(self, subscriber: Subscriber[Any]) -> None:
+            class Subscription:
+                def request(self, n: int) -> None:
+                    calls.append((threading.current_thread().name, n, inside[0] > 0))
+                    inside[0] += 1
+                    try:
+                        if len(calls) == 1:
+                            for i in range(4):
+                                subscriber.on_next(i)
+                            may_return.wait(5)
+                    finally:
+                        inside[0] -= 1
+
+                def cancel(self) -> None:
+                    pass
+
+            threading.Thread(
+                target=subscriber.on_subscribe, args=(Subscription(),), name="publisher"
+            ).start()
+
+    with to_iterator(Publisher(), prefetch=4) as iterator:
+        assert [next(iterator) for _ in range(3)] == [0, 1, 2]  # request(3) is due
+        may_return.set()
+        deadline = time.monotonic() + 5
+        while len(calls) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+    assert calls == [("publisher", 4, False), ("publisher", 3, False)]

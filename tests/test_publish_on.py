@@ -21,7 +21,7 @@ from rs_core import (
     checked,
     publish_on,
 )
-from rs_core._drain import DrainSubscription
+from rs_core._drain import EMPTY, DrainSubscription
 from rs_core._prefetch import PrefetchQueue
 from rs_core.testing import (
     CountedIterable,
@@ -971,3 +971,57 @@ def test_spec315_a_second_on_subscribe_whose_cancel_raises_is_refused_quietly(
         queue.on_subscribe(second)
     assert second.cancelled.is_set() and not first.cancelled.is_set()
     assert [r.getMessage()[:6] for r in caplog.records] == ["§3.15:"]
+
+
+def test_spec303_a_request_from_inside_the_queues_own_request_goes_straight_through() -> None:
+    """A synchronous upstream delivers inside request(); the consumer takes each element
+    as it is queued and, at the limit, asks again on the same thread: that is serial
+    (§2.7), so it reaches the upstream at once, from inside the first call, as
+    BaseSubscriber's does (the upstream bounds the recursion, §3.3)."""
+    queue: PrefetchQueue[int] = PrefetchQueue(4)  # limit 3
+    depths: list[tuple[int, int]] = []  # (n, calls in progress)
+    inside = 0
+
+    class Sync:
+        sent = 0
+
+        def request(self, n: int) -> None:
+            nonlocal inside
+            inside += 1
+            depths.append((n, inside))
+            try:
+                for _ in range(n):
+                    if self.sent < 6:
+                        self.sent += 1
+                        queue.on_next(self.sent)
+            finally:
+                inside -= 1
+
+        def cancel(self) -> None:
+            pass
+
+    def take() -> None:  # the consumer, woken on this thread as each element is queued
+        while queue.poll() is not EMPTY:
+            pass
+
+    queue.bind(take)
+    queue.on_subscribe(Sync())
+    assert depths == [(4, 1), (3, 2), (3, 3)]
+
+
+@pytest.mark.parametrize("end", ["complete", "error"])
+def test_spec204_no_request_after_the_upstreams_terminal_signal(end: str) -> None:
+    """§2.4: after on_complete / on_error the subscription counts as cancelled: consuming
+    what is still queued (past the 75% mark) asks the upstream for nothing more."""
+    queue: PrefetchQueue[int] = PrefetchQueue(4)
+    upstream = RecordingSubscription()
+    queue.on_subscribe(upstream)
+    for i in range(4):
+        queue.on_next(i)
+    if end == "complete":
+        queue.on_complete()
+    else:
+        queue.on_error(RuntimeError("the end"))
+    assert [queue.poll() for _ in range(4)] == [0, 1, 2, 3]
+    queue.want(1)
+    assert upstream.requests == [4]
