@@ -49,22 +49,21 @@ def check_request(n: object) -> IllegalRequestError | None:
 
 class Replenisher:
     """The consumer side of a prefetch window: request ``prefetch`` up front, then ``limit``
-    more each time ``limit`` elements were consumed (Reactor's and RxJava's 75% rule).
+    more each time ``limit`` elements were consumed (Reactor's and RxJava's 75% rule), and
+    the rest of the window when the consumer runs dry before any of the last request came
+    (``ran_dry``).
 
-    Not thread-safe: one consumer owns it. ``consumed()`` returns how much to request now;
-    ``requested`` is the total asked for so far, counting each amount before the caller
-    requests it, so an ``on_next`` it allows never sees the total stale (§1.1 by count).
+    Not thread-safe: one consumer owns it. ``consumed()`` and ``ran_dry()`` return how much
+    to request now; the caller requests it, and counts what it really asked for (§1.1).
 
     Args:
         prefetch: the window, the most ever requested ahead of consumption (> 0).
         limit: the replenish threshold; ``prefetch - prefetch // 4`` by default.
-        deferred: the window is not requested up front: ``requested`` stays 0 until the
-            consumer calls ``start()`` and requests what it returns.
     """
 
-    __slots__ = ("_count", "_queued", "limit", "prefetch", "requested")
+    __slots__ = ("_count", "_queued", "limit", "prefetch")
 
-    def __init__(self, prefetch: int, limit: int | None = None, *, deferred: bool = False) -> None:
+    def __init__(self, prefetch: int, limit: int | None = None) -> None:
         if type(prefetch) is not int or prefetch <= 0:
             raise ValueError(f"prefetch must be a positive int, got {prefetch!r}")
         if limit is None:
@@ -73,14 +72,8 @@ class Replenisher:
             raise ValueError(f"limit must be an int in 1..prefetch ({prefetch}), got {limit!r}")
         self.prefetch = prefetch
         self.limit = UNBOUNDED if prefetch == UNBOUNDED else limit
-        self._count = 0
+        self._count = 0  # consumed since the last request
         self._queued = 0  # elements still queued when the last request was made (ran_dry)
-        self.requested = 0 if deferred else prefetch  # requested up front, before any on_next
-
-    def start(self) -> int:
-        """A deferred window's first request: count it and return it (``prefetch``)."""
-        self.requested = self.prefetch
-        return self.prefetch
 
     def consumed(self, n: int = 1, queued: int = 0) -> int:
         """Record ``n`` consumed elements, with ``queued`` elements still waiting behind them;
@@ -91,7 +84,6 @@ class Replenisher:
         if self._count >= self.limit:
             due, self._count = self._count, 0
             self._queued = queued
-            self.requested += due
             return due
         return 0
 
@@ -121,5 +113,4 @@ class Replenisher:
             return 0
         self._count = 0
         self._queued = 0  # the queue is empty: anything consumed from now on arrived after
-        self.requested += count
         return count

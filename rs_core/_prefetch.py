@@ -57,6 +57,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
     """
 
     __slots__ = (
+        "_asked",
         "_cancelled",
         "_done",
         "_ended",
@@ -78,7 +79,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
     def __init__(
         self, prefetch: int = 256, limit: int | None = None, *, lazy: bool = False
     ) -> None:
-        self._replenisher = Replenisher(prefetch, limit, deferred=lazy)
+        self._replenisher = Replenisher(prefetch, limit)
         self._prefetch = prefetch
         self._queue: deque[T] = deque()
         self.queue: deque[T] = self._queue  # fused: the drain pops straight from it
@@ -93,8 +94,10 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         self._lazy = lazy  # True until the first request is due (see want)
         self._requester = 0  # the id of the thread inside upstream.request (§2.7, see _ask)
         self._owed = 0  # requested meanwhile, made when that call returns
-        # §1.1, exactly: on_next counts against the Replenisher's total requested (written by
-        # the consumer before each request); each count has one writer.
+        # §1.1, exactly: on_next counts against everything passed to upstream.request,
+        # counted right before each call (a synchronous upstream emits inside it) by the one
+        # thread making requests (§2.7); each count has one writer.
+        self._asked = 0
         self._received = 0  # the upstream's on_next (a fused upstream drain keeps §1.1 itself)
 
     @property
@@ -140,12 +143,12 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             )
             return
         self._received += 1
-        requested = self._replenisher.requested
-        if self._received > requested:  # §1.1
+        asked = self._asked
+        if self._received > asked:  # §1.1
             self.fail_upstream(
                 OverflowViolation(
                     f"§1.1: upstream signalled on_next number {self._received}, beyond the "
-                    f"{requested} requested in all (prefetch={self._prefetch})"
+                    f"{asked} requested in all (prefetch={self._prefetch})"
                 )
             )
             return
@@ -229,7 +232,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             if upstream is None:
                 return  # not subscribed yet
             first, self._lazy = self._lazy, False
-            due = self._replenisher.start() if first else 0  # counted before on_next can come
+            due = self._replenisher.prefetch if first else 0
         if due and upstream is not CANCELLED:
             self._ask(upstream, due)
 
@@ -267,30 +270,39 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
                 return
             self._requester = me
         if requester:  # from inside our own request, on this thread
-            try:
-                upstream.request(n)
-            except Exception as exc:
-                self._request_failed(n, exc)
+            self._pass(upstream, n)
             return
         settled = False
         try:
             while True:
-                upstream.request(n)
+                self._pass(upstream, n)
                 with self._lock:
                     n, self._owed = self._owed, 0
-                    if not n or self._cancelled:
+                    if not n or self._cancelled or self._ended:
                         self._requester = 0
                         settled = True
                         return
-        except Exception as exc:
-            self._request_failed(n, exc)
         finally:
-            if not settled:  # failed (or a BaseException): nothing more is asked for
+            if not settled:  # a BaseException: the queue failed already (see _pass)
                 with self._lock:
                     self._requester = 0
                     self._owed = 0
 
-    def _request_failed(self, n: int, exc: Exception) -> None:
+    def _pass(self, upstream: Subscription, n: int) -> None:
+        """One ``upstream.request(n)``, counted first (§1.1). A request that raises breaks
+        §3.16: the consumer gets the error, after what is queued. A BaseException (an
+        interrupt) also ends the queue, then goes on to the caller: it may be the
+        publisher's thread, making the first request, and then nobody else would know that
+        the requests parked meanwhile (§2.7) will never be made."""
+        self._asked = add_cap(self._asked, n)
+        try:
+            upstream.request(n)
+        except BaseException as exc:
+            self._request_failed(n, exc)
+            if not isinstance(exc, Exception):
+                raise
+
+    def _request_failed(self, n: int, exc: BaseException) -> None:
         error = RuntimeError(f"§3.16: the upstream's request({n}) raised {exc!r}")
         error.__cause__ = exc
         self.fail_upstream(error)

@@ -171,18 +171,6 @@ def test_replenisher_requests_limit_after_limit_consumed() -> None:
     assert [replenisher.consumed() for _ in range(6)] == [0, 0, 0, 0, 0, 6]
 
 
-@given(st.lists(st.integers(min_value=1, max_value=50), max_size=40))
-def test_replenisher_requested_is_the_prefetch_plus_every_due(consumed: list[int]) -> None:
-    """``requested`` adds up the prefetch and every amount consumed() said to request, as it
-    says it (§1.1 by count), and never runs more than prefetch ahead of consumption."""
-    replenisher = Replenisher(16)
-    total = 16
-    for n in consumed:
-        total += replenisher.consumed(n)
-        assert replenisher.requested == total
-    assert replenisher.requested - sum(consumed) <= 16
-
-
 @given(st.integers(min_value=1, max_value=1000))
 def test_replenisher_with_unbounded_prefetch_never_requests_again(n: int) -> None:
     """§3.17: with an UNBOUNDED window nothing is ever re-requested."""
@@ -212,14 +200,14 @@ def test_replenisher_until_due_counts_down_to_the_next_request() -> None:
 def test_replenisher_ran_dry_asks_for_the_rest_only_before_the_last_request_is_answered() -> None:
     """ran_dry() returns what was consumed since the last request when all of it was
     already queued when that request was made (none of the request has arrived: the
-    upstream is not producing alongside), and counts it as requested; once an element
-    arrived after the request, or right after a top-up, nothing."""
+    upstream is not producing alongside); once an element arrived after the request, or
+    right after a top-up, nothing."""
     window = Replenisher(8)  # limit 6
     assert window.ran_dry() == 0  # nothing consumed
     assert window.consumed(6, queued=2) == 6  # a whole window arrived at once
     assert window.consumed(2) == 0
     assert window.ran_dry() == 2  # the 2 were queued at the request: nothing arrived since
-    assert window.requested == 16 and window.until_due == 6
+    assert window.until_due == 6  # counted as a request: the window starts afresh
     assert window.ran_dry() == 0
     assert window.consumed(1) == 0  # arrived after the top-up
     assert window.ran_dry() == 0
@@ -247,9 +235,9 @@ def test_replenisher_running_dry_keeps_the_window_and_asks_once_per_replenishmen
 ) -> None:
     """A queue in front of a consumer: elements arrive (a positive step, as far as was
     requested), are consumed (a negative step), and the consumer runs dry (0, when the
-    queue is empty). requested adds up every amount returned; what is requested ahead of
-    consumption never exceeds prefetch; ran_dry() asks only when nothing arrived since the
-    last request, and at most once per replenishment (never a request per element)."""
+    queue is empty). What the returned amounts add up to never runs more than prefetch
+    ahead of consumption; ran_dry() asks only when nothing arrived since the last request,
+    and at most once per replenishment (never a request per element)."""
     prefetch, limit, steps = case
     window = Replenisher(prefetch, limit)
     total, consumed, arrived, queued = prefetch, 0, 0, 0
@@ -278,16 +266,5 @@ def test_replenisher_running_dry_keeps_the_window_and_asks_once_per_replenishmen
                 assert not arrived_since_request and top_up_allowed
                 top_up_allowed = False
                 total += due
-        assert window.requested == total
         assert total - consumed <= prefetch
         assert window.until_due == window.limit - (prefetch - (total - consumed))
-
-
-def test_a_deferred_window_counts_nothing_until_it_starts() -> None:
-    """Replenisher(deferred=True): requested is 0 until start(), which returns the window and
-    counts it; replenishing then goes on as for an up-front window."""
-    replenisher = Replenisher(8, deferred=True)
-    assert replenisher.requested == 0
-    assert replenisher.start() == 8 and replenisher.requested == 8
-    assert [replenisher.consumed() for _ in range(6)] == [0, 0, 0, 0, 0, 6]
-    assert replenisher.requested == 14

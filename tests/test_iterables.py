@@ -20,6 +20,7 @@ import pytest
 from adapters.iterables import from_iterable, to_iterator
 from rs_core import (
     UNBOUNDED,
+    OverflowViolation,
     ProtocolViolation,
     Publisher,
     Subscriber,
@@ -1239,3 +1240,105 @@ def test_spec207_a_request_while_the_publisher_is_still_in_its_first_one_waits_f
             assert time.monotonic() < deadline
             time.sleep(0.001)
     assert calls == [("publisher", 4, False), ("publisher", 3, False)]
+
+
+class _ParksARequest:
+    """A publisher that calls on_subscribe on a thread of its own and emits inside its
+    first request; once the consumer has taken ``taken`` elements (its request at 75% then
+    waits for this call to return, §2.7), it does ``then`` before returning."""
+
+    def __init__(self, then: Callable[[Subscriber[Any]], None]) -> None:
+        self.then = then
+        self.taken = threading.Event()
+        self.requests: list[int] = []
+        self.raised: BaseException | None = None
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        publisher = self
+
+        class Subscription:
+            def request(self, n: int) -> None:
+                publisher.requests.append(n)
+                if len(publisher.requests) == 1:
+                    for i in range(n):
+                        subscriber.on_next(i)
+                    assert publisher.taken.wait(5)
+                    publisher.then(subscriber)
+
+            def cancel(self) -> None:
+                pass
+
+        def run() -> None:  # the publisher's thread: what on_subscribe raised is kept
+            try:
+                subscriber.on_subscribe(Subscription())
+            except BaseException as exc:
+                publisher.raised = exc
+
+        threading.Thread(target=run, daemon=True).start()
+
+
+def _take_all(publisher: _ParksARequest, taken: int) -> tuple[list[int], BaseException | None]:
+    """Iterate to_iterator(publisher, prefetch=4) on a thread; tell the publisher once
+    ``taken`` elements were taken; return what came and the error it ended with."""
+    got: list[int] = []
+    ending: list[BaseException | None] = [None]
+
+    def consume() -> None:
+        try:
+            for element in to_iterator(publisher, prefetch=4):
+                got.append(element)
+                if len(got) == taken:
+                    publisher.taken.set()
+        except Exception as exc:
+            ending[0] = exc
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    consumer.join(5)
+    assert not consumer.is_alive(), f"the consumer waits for ever, after {got}"
+    return got, ending[0]
+
+
+def test_spec204_a_request_parked_behind_the_first_is_not_made_after_the_end() -> None:
+    """§2.4, §2.7: the request due at 75% waits for the publisher's first call to return;
+    the publisher completes inside that call, so the parked request is never made."""
+    publisher = _ParksARequest(lambda subscriber: subscriber.on_complete())
+    assert _take_all(publisher, 3) == ([0, 1, 2, 3], None)
+    assert publisher.requests == [4]
+
+
+def test_spec101_overproduction_is_caught_while_a_request_is_parked() -> None:
+    """§1.1: what the upstream may send is what it was really asked for. A request parked
+    behind the publisher's first call (§2.7) is not counted until it is made, so three
+    elements beyond the four asked for are an OverflowViolation, after the four."""
+
+    def overproduce(subscriber: Subscriber[Any]) -> None:
+        for i in range(4, 7):
+            subscriber.on_next(i)
+
+    publisher = _ParksARequest(overproduce)
+    got, error = _take_all(publisher, 3)
+    assert got == [0, 1, 2, 3]
+    assert isinstance(error, OverflowViolation)
+    assert publisher.requests == [4]
+
+
+def test_spec316_an_interrupt_in_the_first_request_fails_the_consumer_it_parked() -> None:
+    """§3.16, §2.7: the publisher's first request raises a BaseException on its own thread
+    after the consumer's request was parked behind it: that request will never be made,
+    so the consumer hears why, after the elements before it, instead of waiting for ever;
+    the BaseException goes on to the publisher's thread."""
+
+    def interrupt(subscriber: Subscriber[Any]) -> None:
+        raise SystemExit("interrupted on the publisher's thread")
+
+    publisher = _ParksARequest(interrupt)
+    got, error = _take_all(publisher, 3)
+    assert got == [0, 1, 2, 3]
+    assert isinstance(error, RuntimeError) and "§3.16" in str(error)
+    assert isinstance(error.__cause__, SystemExit)
+    deadline = time.monotonic() + 5
+    while publisher.raised is None:  # the consumer heard it before the exception went on
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    assert publisher.raised is error.__cause__
