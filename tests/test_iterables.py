@@ -339,6 +339,37 @@ def _waiting(thread: threading.Thread) -> bool:
     return frame is not None and frame.f_code.co_name == "wait"
 
 
+class _NextWaiting:
+    """One ``next(iterator, None)`` on a thread of its own, entered once it waits for an
+    element; ``result()`` joins it. Leaving the block closes the iterator, which wakes the
+    thread if an assertion failed before it got its element."""
+
+    def __init__(self, iterator: Iterator[int]) -> None:
+        self.iterator = iterator
+        self.got: list[int | None] = []
+        self.thread = threading.Thread(
+            target=lambda: self.got.append(next(iterator, None)), daemon=True
+        )
+
+    def __enter__(self) -> _NextWaiting:
+        self.thread.start()
+        deadline = time.monotonic() + 5
+        while not _waiting(self.thread):  # next() found the queue empty and waits
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        return self
+
+    def result(self) -> list[int | None]:
+        self.thread.join(5)
+        return self.got
+
+    def __exit__(self, *exc: object) -> None:
+        close = getattr(self.iterator, "close", None)
+        if close is not None:
+            close()
+        self.thread.join(5)
+
+
 def test_to_iterator_close_from_another_thread_wakes_a_blocked_next() -> None:
     """close() on one thread ends a next() blocked on another with StopIteration."""
     silent = Silent()
@@ -477,26 +508,15 @@ def test_to_iterator_requests_at_the_limit_after_a_wait_split_the_count() -> Non
     upstream = silent.subscribers[0]
     upstream.on_next(0)
     assert next(iterator) == 0
-    got: list[int | None] = []
-    consumer = threading.Thread(target=lambda: got.append(next(iterator, None)), daemon=True)
-    consumer.start()
-    try:
-        deadline = time.monotonic() + 5
-        while not _waiting(consumer):
-            assert time.monotonic() < deadline
-            silent.cancelled.wait(0.001)
+    with _NextWaiting(iterator) as waiting:
         assert silent.requests == [8]
         for i in range(1, 8):
             upstream.on_next(i)
-        consumer.join(5)
-        assert got == [1]
+        assert waiting.result() == [1]
         assert [next(iterator) for _ in range(3)] == [2, 3, 4]
         assert silent.requests == [8]  # 5 taken
         assert next(iterator) == 5
         assert silent.requests == [8, 6]  # the 6th
-    finally:
-        iterator.close()
-        consumer.join(5)
 
 
 def test_to_iterator_running_dry_before_the_next_window_arrives_asks_for_the_rest() -> None:
@@ -512,21 +532,10 @@ def test_to_iterator_running_dry_before_the_next_window_arrives_asks_for_the_res
     assert [next(iterator) for _ in range(6)] == list(range(6))
     assert silent.requests == [8, 6]
     assert [next(iterator) for _ in range(2)] == [6, 7]
-    got: list[int | None] = []
-    consumer = threading.Thread(target=lambda: got.append(next(iterator, None)), daemon=True)
-    consumer.start()
-    try:
-        deadline = time.monotonic() + 5
-        while not _waiting(consumer):
-            assert time.monotonic() < deadline
-            silent.cancelled.wait(0.001)
+    with _NextWaiting(iterator) as waiting:
         assert silent.requests == [8, 6, 2]
         upstream.on_next(8)
-        consumer.join(5)
-        assert got == [8]
-    finally:
-        iterator.close()
-        consumer.join(5)
+        assert waiting.result() == [8]
 
 
 def test_to_iterator_counts_fast_path_elements_when_next_has_to_wait() -> None:
@@ -542,22 +551,11 @@ def test_to_iterator_counts_fast_path_elements_when_next_has_to_wait() -> None:
     upstream.on_next(1)
     assert next(iterator) == 0 and next(iterator) == 1  # both queued: no wait
     assert silent.requests == [4]  # 2 of 4 consumed: below 75%
-    got: list[int | None] = []
-    consumer = threading.Thread(target=lambda: got.append(next(iterator, None)), daemon=True)
-    consumer.start()
-    try:
-        deadline = time.monotonic() + 5
-        while not _waiting(consumer):  # next() found the queue empty and waits
-            assert time.monotonic() < deadline
-            silent.cancelled.wait(0.001)
+    with _NextWaiting(iterator) as waiting:
         assert silent.requests == [4]
         upstream.on_next(2)
-        consumer.join(5)
-        assert got == [2]
+        assert waiting.result() == [2]
         assert silent.requests == [4, 3]
-    finally:
-        iterator.close()  # wakes the consumer if an assertion failed
-        consumer.join(5)
 
 
 def test_spec107_to_iterator_drops_an_on_next_after_the_end() -> None:

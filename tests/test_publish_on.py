@@ -901,27 +901,22 @@ def test_spec108_an_on_error_answering_the_queues_own_cancel_is_reported_not_del
         queue.poll()
 
 
+class _RaisingCancel(RecordingSubscription):
+    def cancel(self) -> None:
+        super().cancel()
+        raise RuntimeError("cancel failed")
+
+
 def test_spec315_a_foreign_cancel_that_raises_inside_an_interrupt_is_reported(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """§3.15: a foreign upstream whose cancel raises, cancelled by the interrupt on the
     cancelling thread: the error is logged, never raised into that thread."""
     queue: PrefetchQueue[int] = PrefetchQueue(4)
-
-    class RaisingCancel(RecordingSubscription):
-        def cancel(self) -> None:
-            raise RuntimeError("cancel failed")
-
-    queue.on_subscribe(RaisingCancel())
+    queue.on_subscribe(_RaisingCancel())
     with caplog.at_level(logging.ERROR, logger="rs_core"):
         queue.interrupt()
     assert [r.getMessage()[:6] for r in caplog.records] == ["§3.15:"]
-
-
-class _RaisingCancel(RecordingSubscription):
-    def cancel(self) -> None:
-        super().cancel()
-        raise RuntimeError("cancel failed")
 
 
 def test_spec315_an_overflowing_upstream_whose_cancel_raises_still_fails_the_consumer(
