@@ -244,7 +244,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
     def _request(self, due: int) -> None:
         upstream = self._upstream
         if upstream is not None:
-            self._ask(upstream, due)  # the Replenisher counted ``due`` already (§1.1)
+            self._ask(upstream, due)
 
     def _ask(self, upstream: Subscription, n: int) -> None:
         """``upstream.request(n)``, unless the consumer cancelled: after an interrupt, an
@@ -259,20 +259,21 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         made meanwhile is added up and made by the thread inside ``request`` as soon as its
         call returns. One made from inside that call, on its own thread (a synchronous
         upstream delivering to an inline drain), is serial all the same and goes straight
-        through; the upstream bounds that recursion (§3.3)."""
-        if self._cancelled or self._ended:  # §3.6; §2.4: a terminal signal cancels too
-            return
+        through; the upstream bounds that recursion (§3.3). An interrupt (a BaseException)
+        in or between those calls ends the queue with §3.16's error, since what was parked
+        will never be made, then goes on to the caller."""
         me = get_ident()
-        with self._lock:
+        with self._lock:  # checked under the lock: on_complete / on_error set _ended under it
+            if self._cancelled or self._ended:  # §3.6; §2.4: a terminal signal cancels too
+                return
             requester = self._requester
             if requester and requester != me:  # §2.7: that thread makes this one next
                 self._owed = add_cap(self._owed, n)
                 return
             self._requester = me
-        if requester:  # from inside our own request, on this thread
-            self._pass(upstream, n)
+        if requester:  # from inside our own request, on this thread (a BaseException goes
+            self._pass(upstream, n)  # on to the loop below, on this thread's stack)
             return
-        settled = False
         try:
             while True:
                 self._pass(upstream, n)
@@ -280,27 +281,28 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
                     n, self._owed = self._owed, 0
                     if not n or self._cancelled or self._ended:
                         self._requester = 0
-                        settled = True
                         return
-        finally:
-            if not settled:  # a BaseException: the queue failed already (see _pass)
-                with self._lock:
-                    self._requester = 0
-                    self._owed = 0
+        except BaseException as exc:  # an interrupt, inside request or between two: what
+            with self._lock:  # was parked meanwhile will never be made, so the consumer
+                self._requester = 0  # hears why instead of waiting for ever; then it goes
+                self._owed = 0  # on to the caller (the publisher's thread, maybe)
+            if not self._done:  # not failed in _pass: it landed between two requests
+                self._request_failed(n, exc)
+            raise
 
     def _pass(self, upstream: Subscription, n: int) -> None:
-        """One ``upstream.request(n)``, counted first (§1.1). A request that raises breaks
-        §3.16: the consumer gets the error, after what is queued. A BaseException (an
-        interrupt) also ends the queue, then goes on to the caller: it may be the
-        publisher's thread, making the first request, and then nobody else would know that
-        the requests parked meanwhile (§2.7) will never be made."""
+        """One ``upstream.request(n)``, counted first (§1.1). One that raises breaks §3.16:
+        the consumer gets the error, after what is queued; an interrupt ends the queue
+        too, naming this request, then goes on (see ``_ask``)."""
         self._asked = add_cap(self._asked, n)
         try:
             upstream.request(n)
-        except BaseException as exc:
+        except Exception as exc:
             self._request_failed(n, exc)
-            if not isinstance(exc, Exception):
-                raise
+        except BaseException as exc:
+            if not self._done:  # once: a nested request's interrupt passes through here
+                self._request_failed(n, exc)
+            raise
 
     def _request_failed(self, n: int, exc: BaseException) -> None:
         error = RuntimeError(f"§3.16: the upstream's request({n}) raised {exc!r}")

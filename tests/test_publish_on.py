@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
@@ -21,7 +21,7 @@ from rs_core import (
     checked,
     publish_on,
 )
-from rs_core._drain import EMPTY, DrainSubscription
+from rs_core._drain import EMPTY, END, DrainSubscription
 from rs_core._prefetch import PrefetchQueue
 from rs_core.testing import (
     CountedIterable,
@@ -1020,3 +1020,150 @@ def test_spec204_no_request_after_the_upstreams_terminal_signal(end: str) -> Non
     assert [queue.poll() for _ in range(4)] == [0, 1, 2, 3]
     queue.want(1)
     assert upstream.requests == [4]
+
+
+class _GatedLock:
+    """The queue's lock, with a gate: once ``armed`` for a thread, that thread's next
+    acquisition first calls ``at_gate()`` (an interleaving a test forces: a thread
+    preempted right before the lock, or an interrupt landing there)."""
+
+    def __init__(self) -> None:
+        self.real = threading.Lock()
+        self.armed = 0
+        self.at_gate: Callable[[], None] = lambda: None
+
+    def __enter__(self) -> bool:
+        if self.armed == threading.get_ident():
+            self.armed = 0
+            self.at_gate()
+        return self.real.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self.real.__exit__(*exc)
+
+
+def _drain_on_a_thread(queue: PrefetchQueue[int], got: list[object]) -> threading.Thread:
+    """A consumer polling ``queue`` on a thread of its own until the end or an error."""
+
+    def consume() -> None:
+        while True:
+            try:
+                value = queue.poll()
+            except Exception as exc:
+                got.append(exc)
+                return
+            if value is END:
+                return
+            if value is EMPTY:
+                time.sleep(0.001)
+            else:
+                got.append(value)
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    return consumer
+
+
+def test_spec316_an_interrupt_between_two_requests_fails_the_consumer_it_parked() -> None:
+    """§2.7, §3.16: the publisher's first request is still in progress on this thread when
+    the consumer's request is parked behind it; a KeyboardInterrupt lands right after that
+    call returns, before the parked request is made: it never will be, so the consumer
+    hears why (after the four elements) instead of waiting for ever."""
+    queue: PrefetchQueue[int] = PrefetchQueue(4)  # limit 3
+    lock = queue._lock = _GatedLock()  # type: ignore[assignment]
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    lock.at_gate = interrupt
+    got: list[object] = []
+
+    class Upstream(RecordingSubscription):
+        def request(self, n: int) -> None:
+            super().request(n)
+            for i in range(4):
+                queue.on_next(i)
+            deadline = time.monotonic() + 5
+            while len(got) < 3:  # the consumer took 3: its request(3) is parked
+                assert time.monotonic() < deadline
+                time.sleep(0.001)
+            lock.armed = threading.get_ident()  # the interrupt lands once this returns
+
+    upstream = Upstream()
+    consumer = _drain_on_a_thread(queue, got)
+    with pytest.raises(KeyboardInterrupt):
+        queue.on_subscribe(upstream)
+    consumer.join(5)
+    assert not consumer.is_alive(), f"the consumer waits for ever, after {got}"
+    assert got[:4] == [0, 1, 2, 3] and len(got) == 5
+    assert isinstance(got[4], RuntimeError) and "§3.16" in str(got[4])
+    assert upstream.requests == [4]
+
+
+def test_spec204_a_request_decided_as_the_upstream_completes_is_not_made() -> None:
+    """§2.4, §2.7: the consumer decides on its request (75% taken) while the publisher is
+    still in its first request; it is held right before taking the queue's lock until the
+    publisher has completed and its call has returned. The request is then not made: the
+    end is checked under the lock the end is recorded under."""
+    queue: PrefetchQueue[int] = PrefetchQueue(4)  # limit 3
+    lock = queue._lock = _GatedLock()  # type: ignore[assignment]
+    at_gate, returned = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        at_gate.set()
+        assert returned.wait(5)
+
+    lock.at_gate = hold
+    upstream = RecordingSubscription()
+
+    class Completes(RecordingSubscription):
+        def request(self, n: int) -> None:
+            upstream.request(n)
+            for i in range(4):
+                queue.on_next(i)
+            assert at_gate.wait(5)  # the consumer is held on its way to the lock
+            queue.on_complete()
+
+    def publish() -> None:
+        queue.on_subscribe(Completes())
+        returned.set()
+
+    publisher = threading.Thread(target=publish, daemon=True)
+    publisher.start()
+    deadline = time.monotonic() + 5
+    while len(queue) < 4:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    assert [queue.poll(), queue.poll()] == [0, 1]
+    lock.armed = threading.get_ident()
+    assert queue.poll() == 2  # 3 taken: the request of 3 is due, after the end
+    publisher.join(5)
+    assert [queue.poll(), queue.poll()] == [3, END]
+    assert upstream.requests == [4]
+
+
+def test_spec316_an_interrupt_in_a_request_made_from_inside_a_request_fails_the_queue_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A synchronous upstream delivers inside its first request; the consumer, on the same
+    thread, asks again from there, and that nested request raises a KeyboardInterrupt: the
+    queue fails once, with §3.16's error naming that request, after the elements already
+    queued, and the interrupt goes on to the caller; no second failure is logged."""
+    queue: PrefetchQueue[int] = PrefetchQueue(4)  # limit 3
+
+    class Nested(RecordingSubscription):
+        def request(self, n: int) -> None:
+            super().request(n)
+            if len(self.requests) > 1:
+                raise KeyboardInterrupt
+            for i in range(4):
+                queue.on_next(i)
+            for _ in range(3):  # the 3rd poll makes request(3), from inside this call
+                queue.poll()
+
+    with caplog.at_level(logging.DEBUG, logger="rs_core"), pytest.raises(KeyboardInterrupt):
+        queue.on_subscribe(Nested())
+    assert caplog.records == []
+    assert queue.poll() == 3
+    with pytest.raises(RuntimeError, match=r"request\(3\) raised KeyboardInterrupt"):
+        queue.poll()
