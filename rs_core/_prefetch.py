@@ -260,8 +260,15 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         call returns. One made from inside that call, on its own thread (a synchronous
         upstream delivering to an inline drain), is serial all the same and goes straight
         through; the upstream bounds that recursion (§3.3). An interrupt (a BaseException)
-        in or between those calls ends the queue with §3.16's error, since what was parked
-        will never be made, then goes on to the caller."""
+        inside a request ends the queue with §3.16's error; one between two requests ends
+        it only if a request was parked meanwhile, which will never be made now. Either
+        way it then goes on to the caller.
+
+        A cancel from another thread (``close``, ``interrupt``) is not held back behind a
+        request in progress, as ``BaseSubscriber``'s is not (§3.5 makes ``cancel``
+        thread-safe; §3.12 would wait for a whole window of a synchronous upstream), so a
+        request decided just before it may still reach the upstream after it: §3.6 makes
+        that a no-op."""
         me = get_ident()
         with self._lock:  # checked under the lock: on_complete / on_error set _ended under it
             if self._cancelled or self._ended:  # §3.6; §2.4: a terminal signal cancels too
@@ -282,12 +289,17 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
                     if not n or self._cancelled or self._ended:
                         self._requester = 0
                         return
-        except BaseException as exc:  # an interrupt, inside request or between two: what
-            with self._lock:  # was parked meanwhile will never be made, so the consumer
-                self._requester = 0  # hears why instead of waiting for ever; then it goes
-                self._owed = 0  # on to the caller (the publisher's thread, maybe)
-            if not self._done:  # not failed in _pass: it landed between two requests
-                self._request_failed(n, exc)
+        except BaseException as exc:  # an interrupt, inside request (_pass failed the queue)
+            with self._lock:  # or between two: a request parked meanwhile will never be
+                lost, self._owed = self._owed, 0  # made, so the consumer hears why instead
+                self._requester = 0  # of waiting for ever; then it goes on to the caller
+            if lost and not self._done:  # (the publisher's thread, maybe)
+                error = RuntimeError(
+                    f"request({lost}) upstream was never made: {exc!r} interrupted the "
+                    "thread that was to make it (§2.7: it waited for that thread's request)"
+                )
+                error.__cause__ = exc
+                self.fail_upstream(error)
             raise
 
     def _pass(self, upstream: Subscription, n: int) -> None:
@@ -325,11 +337,12 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
     def interrupt(self) -> None:
         """The consumer cancelled from another thread while its drain is busy (in a slow
         ``on_next``, or inside upstream's ``request``): cancel upstream now (§3.12), with no
-        new request after it. This project's upstreams are asked to defer the clean-up of
-        an idle inline drain (``cancel_deferring_cleanup``): cancelling an idle synchronous
-        upstream closes its source (a generator's ``finally``) inside ``cancel``, which must
-        run neither on the cancelling thread (an event loop's, say; §3.5) nor on a thread of
-        no one's; ``close()`` then cancels again, on the drain's thread, and runs it there.
+        new request after it (but one already decided on: see ``_ask``). This project's
+        upstreams are asked to defer the clean-up of an idle inline drain
+        (``cancel_deferring_cleanup``): cancelling an idle synchronous upstream closes its
+        source (a generator's ``finally``) inside ``cancel``, which must run neither on the
+        cancelling thread (an event loop's, say; §3.5) nor on a thread of no one's;
+        ``close()`` then cancels again, on the drain's thread, and runs it there.
         Any other upstream is cancelled here, as Reactor's ``publishOn`` does: §3.5 asks
         its ``cancel`` to return in a timely manner."""
         self._cancelled = True

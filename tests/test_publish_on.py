@@ -1064,11 +1064,11 @@ def _drain_on_a_thread(queue: PrefetchQueue[int], got: list[object]) -> threadin
     return consumer
 
 
-def test_spec316_an_interrupt_between_two_requests_fails_the_consumer_it_parked() -> None:
-    """§2.7, §3.16: the publisher's first request is still in progress on this thread when
-    the consumer's request is parked behind it; a KeyboardInterrupt lands right after that
+def test_spec207_an_interrupt_between_two_requests_fails_the_consumer_it_parked() -> None:
+    """§2.7: the publisher's first request is still in progress on this thread when the
+    consumer's request is parked behind it; a KeyboardInterrupt lands right after that
     call returns, before the parked request is made: it never will be, so the consumer
-    hears why (after the four elements) instead of waiting for ever."""
+    hears why, naming it (after the four elements), instead of waiting for ever."""
     queue: PrefetchQueue[int] = PrefetchQueue(4)  # limit 3
     lock = queue._lock = _GatedLock()  # type: ignore[assignment]
 
@@ -1096,8 +1096,37 @@ def test_spec316_an_interrupt_between_two_requests_fails_the_consumer_it_parked(
     consumer.join(5)
     assert not consumer.is_alive(), f"the consumer waits for ever, after {got}"
     assert got[:4] == [0, 1, 2, 3] and len(got) == 5
-    assert isinstance(got[4], RuntimeError) and "§3.16" in str(got[4])
+    assert isinstance(got[4], RuntimeError)
+    assert str(got[4]).startswith("request(3) upstream was never made: KeyboardInterrupt()")
     assert upstream.requests == [4]
+
+
+def test_an_interrupt_between_two_requests_with_none_parked_fails_nothing() -> None:
+    """The same interrupt, landing after the publisher's first request returned, with no
+    request parked behind it: nothing was lost, so the stream goes on (the interrupt goes
+    to the caller alone), and the consumer's request at 75% is made as usual."""
+    queue: PrefetchQueue[int] = PrefetchQueue(4)  # limit 3
+    lock = queue._lock = _GatedLock()  # type: ignore[assignment]
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    lock.at_gate = interrupt
+
+    class Upstream(RecordingSubscription):
+        def request(self, n: int) -> None:
+            super().request(n)
+            if len(self.requests) == 1:
+                for i in range(4):
+                    queue.on_next(i)
+                lock.armed = threading.get_ident()  # lands once this returns
+
+    upstream = Upstream()
+    with pytest.raises(KeyboardInterrupt):
+        queue.on_subscribe(upstream)
+    assert [queue.poll() for _ in range(4)] == [0, 1, 2, 3]
+    assert upstream.requests == [4, 3]
+    assert queue.poll() is EMPTY  # no error: the stream goes on
 
 
 def test_spec204_a_request_decided_as_the_upstream_completes_is_not_made() -> None:
