@@ -14,10 +14,12 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Generic, TypeVar
 
+from rs_core._demand import UNBOUNDED
 from rs_core._subscription import require_element, require_error, require_subscription
-from rs_core.api import Subscription
+from rs_core.api import Publisher, Subscription
 
 __all__ = [
     "CountedIterable",
@@ -25,6 +27,7 @@ __all__ = [
     "Incomparable",
     "RecordingSubscriber",
     "RecordingSubscription",
+    "cancelled_while_delivering",
     "race",
 ]
 
@@ -67,6 +70,26 @@ class HoldFirst:
             self._held = True
             self.delivering.set()
             self.release.wait(self._timeout)
+
+
+@contextmanager
+def cancelled_while_delivering(
+    publisher: Publisher[T], demand: int = UNBOUNDED, timeout: float = 5.0
+) -> Iterator[RecordingSubscriber[T]]:
+    """Subscribe a ``RecordingSubscriber(demand)`` to ``publisher``, hold its first
+    ``on_next`` (``HoldFirst``), and once it is held cancel from this thread; the block
+    then checks what stopped while that ``on_next`` is still in progress (a cancel must
+    not wait for it, §3.12). Leaving the block lets ``on_next`` return."""
+    subscriber: RecordingSubscriber[T] = RecordingSubscriber(demand)
+    subscriber.on_next_hook = gate = HoldFirst()
+    publisher.subscribe(subscriber)
+    try:
+        if not gate.delivering.wait(timeout):
+            raise AssertionError(f"no on_next within {timeout}s")
+        subscriber.cancel()
+        yield subscriber
+    finally:
+        gate.release.set()
 
 
 class CountedIterable:

@@ -28,6 +28,7 @@ from rs_core.testing import (
     HoldFirst,
     RecordingSubscriber,
     RecordingSubscription,
+    cancelled_while_delivering,
 )
 
 T = TypeVar("T")
@@ -663,14 +664,10 @@ def test_spec305_a_cancel_while_delivering_closes_an_idle_upstream_on_the_execut
     would run, nor on a helper thread, where a thread-bound resource (a sqlite connection)
     could not be closed. The same through checked(), which passes the deferral on."""
     source = CountedIterable(1000)
-    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
-    sub.on_next_hook = gate = HoldFirst()
     upstream = from_iterable(source)
-    publish_on(checked(upstream) if wrapped else upstream, pool, prefetch=16).subscribe(sub)
-    assert gate.delivering.wait(5)  # the drain is in on_next; upstream is idle (16 queued)
-    sub.cancel()
-    assert source.closed_on == []  # not closed here
-    gate.release.set()
+    publisher = publish_on(checked(upstream) if wrapped else upstream, pool, prefetch=16)
+    with cancelled_while_delivering(publisher, 10):  # upstream is idle (16 queued)
+        assert source.closed_on == []  # not closed here
     settle(pool)
     assert source.closed_on == [pool_thread(pool)]
 
@@ -694,16 +691,11 @@ def test_spec312_a_cancel_while_delivering_stops_an_asynchronous_upstream_at_onc
         finally:
             closed.set()
 
-    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
-    sub.on_next_hook = gate = HoldFirst()
     with ThreadPoolExecutor(1) as producer:
         source = from_iterable(slow_numbers(), executor=producer)
-        publish_on(source, pool, prefetch=256).subscribe(sub)
-        assert gate.delivering.wait(5)
-        sub.cancel()
-        assert closed.wait(5)  # while on_next still holds the drain
-        assert pulled < 256
-        gate.release.set()
+        with cancelled_while_delivering(publish_on(source, pool, prefetch=256), 10) as sub:
+            assert closed.wait(5)  # while on_next still holds the drain
+            assert pulled < 256
         settle(pool)
     assert sub.elements == [0]
 

@@ -23,10 +23,10 @@ from adapters.iterables import from_iterable
 from rs_core import UNBOUNDED, OverflowViolation, Subscriber, checked, publish_on
 from rs_core.testing import (
     CountedIterable,
-    HoldFirst,
     Incomparable,
     RecordingSubscriber,
     RecordingSubscription,
+    cancelled_while_delivering,
 )
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "async_pipeline.py"
@@ -1447,16 +1447,11 @@ def test_publish_on_cancel_while_delivering_closes_an_async_upstream_at_once(
         finally:
             closed.set()
 
-    sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
-    sub.on_next_hook = gate = HoldFirst()
     with ThreadPoolExecutor(1) as pool:
         source = from_async_iterable(numbers(), loop=loop)
-        publish_on(source, pool, prefetch=256).subscribe(sub)
-        assert gate.delivering.wait(5)
-        sub.cancel()
-        assert closed.wait(5)  # while on_next still holds the drain
-        assert pulled < 256
-        gate.release.set()
+        with cancelled_while_delivering(publish_on(source, pool, prefetch=256)):
+            assert closed.wait(5)  # while on_next still holds the drain
+            assert pulled < 256
 
 
 def test_spec312_to_async_iterator_hands_over_nothing_after_a_close_during_a_burst_pause() -> None:

@@ -45,6 +45,7 @@ from rs_core.testing import (
     Incomparable,
     RecordingSubscriber,
     RecordingSubscription,
+    cancelled_while_delivering,
     race,
 )
 
@@ -2135,16 +2136,12 @@ def test_publish_on_cancel_while_delivering_stops_a_cold_sources_owned_thread() 
     while on_next is slow releases the owned thread from its wait for room, and it stops
     producing (it is unwound), instead of pushing the rest past buffer_size."""
     source = CountedIterable(10_000)
-    sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
-    sub.on_next_hook = gate = HoldFirst()
     before = _owned_threads()
     with ThreadPoolExecutor(1) as pool:
         observable = reactivex.from_iterable(source)
-        publish_on(from_observable(observable, buffer_size=2), pool, prefetch=2).subscribe(sub)
-        assert gate.delivering.wait(5)
-        sub.cancel()
-        for thread in _owned_threads() - before:
-            thread.join(5)
-            assert not thread.is_alive(), "the owned thread went on producing"
-        gate.release.set()
+        publisher = publish_on(from_observable(observable, buffer_size=2), pool, prefetch=2)
+        with cancelled_while_delivering(publisher):
+            for thread in _owned_threads() - before:
+                thread.join(5)
+                assert not thread.is_alive(), "the owned thread went on producing"
     assert source.pulled < 100
