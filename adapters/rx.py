@@ -211,10 +211,11 @@ class _ObservableSource(_BufferSource[T]):
     (the regular path), and takes a lease (one lock) on the owned thread when the buffer is
     empty and there is demand. The loop check of ``block`` runs there too: the owned thread
     runs no event loop of ours, so the check per lease stands for the elements it covers.
-    The lease is returned before the emitter waits for room, when Rx ends the stream, and
-    when the owned thread's subscribe returns (the Observable then emits, if at all, on
-    threads that are not ours: never under a lease). An emission that moves to another
-    thread takes the regular path, which takes the lease back (the calls are serial).
+    The lease is returned before the emitter waits for room and when Rx ends the stream,
+    and revoked when the owned thread's subscribe returns (the Observable then emits, if at
+    all, on threads that are not ours: never under a new lease). An emission that moves to
+    another thread meanwhile goes on under the lease (the calls are serial: the lease is
+    the producer's, not a thread's), until that revocation.
     While a lease is held between two elements, a ``request`` or ``cancel`` from another
     thread takes effect once the next element is delivered (§3.12, §3.13 say "eventually"),
     except that ``cancel`` disposes the Rx subscription at once (``interrupt``), so a source
@@ -405,7 +406,9 @@ class _ObservableSource(_BufferSource[T]):
             pass  # cancelled while a synchronous producer was emitting: the thread ends
         finally:
             self._owner = 0  # later emissions come from threads that are not ours
-            self._end_lease()  # so they never find a lease held by a thread that left
+            subscription = self.subscription  # so they never find a lease held by a thread
+            if subscription is not None:  # that left; safe while one is delivering under it
+                subscription.revoke_lease()
 
     def _subscribe(self) -> None:
         if self._done:

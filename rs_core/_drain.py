@@ -261,7 +261,7 @@ class DrainSubscription(Generic[T]):
         "_drainer",
         "_deliver",
         "_fallback",
-        "_lessee",
+        "_leased",
         "_lock",
         "_policy",
         "_requested",
@@ -289,16 +289,17 @@ class DrainSubscription(Generic[T]):
         self._policy = policy
         # Fusion: our own queue subscribers are appended to directly (see QueueSink).
         self._sink: QueueSink[T] | None = subscriber if isinstance(subscriber, QueueSink) else None
-        # The emitter lease (see lease()): the lessee's thread id and its credit, the demand it
-        # took out of _demand. Written by the lessee alone; _credit is 0 while no lease is held
-        # and during each delivery under it (so a reentrant push takes the regular path).
-        self._lessee: int | None = None
+        # The emitter lease (see lease()): held or not, and its credit, the demand it took out
+        # of _demand. Written under the lock, or by the producer alone while it holds the
+        # lease; _credit is 0 while no lease is held and during each delivery under it (so a
+        # reentrant push takes the regular path, and revoke_lease leaves it to the producer).
+        self._leased = False
         self._credit = 0
         self._drainer = 0  # the id of the thread running the drain loop, while it runs
         self._rescheduler = 0  # the thread handing the next batch to the policy, meanwhile
         self._resumed = 0  # ... that found the policy ran it at once: its loop goes on
         self._fallback: Callable[[T], None] = _refuse
-        self._deliver: Callable[[T], None] = subscriber.on_next  # the lessee's, bound once
+        self._deliver: Callable[[T], None] = subscriber.on_next  # the lease's, bound once
         source.bind(self.wake)
 
     # -- entry points -------------------------------------------------------------------
@@ -407,11 +408,13 @@ class DrainSubscription(Generic[T]):
 
     def delivering_here(self) -> bool:
         """True when called on the thread that is delivering this subscription's signals right
-        now (the drain loop, or a producer under the emitter lease): from inside the
-        subscriber's ``on_next``, say. Whatever waits there for the subscriber to make
-        progress waits for itself: a source uses this to fail instead of deadlocking."""
-        me = get_ident()
-        return self._drainer == me or self._lessee == me
+        now: the drain loop's, or, for a call by the lease's producer (see :meth:`lease`),
+        its own while it delivers under the lease: from inside the subscriber's ``on_next``,
+        say. Whatever waits there for the subscriber to make progress waits for itself: a
+        source uses this to fail instead of deadlocking. (The producer's calls are serial, so
+        one it makes while a delivery under its lease is in progress is made from inside it.)
+        """
+        return self._drainer == get_ident() or (self._leased and not self._credit)
 
     @property
     def is_cancelled(self) -> bool:
@@ -423,8 +426,8 @@ class DrainSubscription(Generic[T]):
     def emitter(self, fallback: Callable[[T], None]) -> Callable[[T], None]:
         """Return the ``on_next`` to hand a single-producer push source's producer.
 
-        The callable delivers ``element`` straight to ``subscriber.on_next`` when the calling
-        thread holds the emitter lease (see :meth:`lease`) with credit left, with no lock; in
+        The callable delivers ``element`` straight to ``subscriber.on_next`` while the
+        producer holds the emitter lease (see :meth:`lease`) with credit left, with no lock; in
         every other case it calls ``fallback(element)``: the source's regular path (buffer the
         element and ``wake()``, or wait for room, or take a lease and call the emitter again).
         ``None`` always takes the fallback, which owns the §2.13 decision.
@@ -439,32 +442,33 @@ class DrainSubscription(Generic[T]):
         return self._offer
 
     def lease(self) -> bool:
-        """Take the emitter lease for the calling thread, if the drain is idle; under one lock.
+        """Take the emitter lease for the producer calling this, if the drain is idle; one lock.
 
         A lease is the WIP held by a push source's producer, together with a credit: all the
         demand outstanding when it was taken (a local budget, removed from ``demand``). While
-        it lasts, the :meth:`emitter` callable delivers each element on the lessee's thread
+        it lasts, the :meth:`emitter` callable delivers each element on the producer's thread
         and counts the credit down, without a lock: the other entry points (``request``,
         ``cancel``, ``wake``) still change state under the lock and bump ``_wip``, and return
-        because the WIP is taken (§3.3, §3.4). The lessee reads ``_wip`` after each element (a
-        lock-free hint: it moves off 1 only under the lock and never back while the lease is
-        held, so a stale read only delays the settling to the next element or to the
+        because the WIP is taken (§3.3, §3.4). The producer reads ``_wip`` after each element
+        (a lock-free hint: it moves off 1 only under the lock and never back while the lease
+        is held, so a stale read only delays the settling to the next element or to the
         release) and settles under the lock when it moved or the credit ran out: if only
         demand arrived, the lease is renewed with it; otherwise the unused credit goes back to
         the demand (§1.1) and the normal drain loop runs from the WIP it holds, so cancel
         (§3.12), a §3.9 error, a buffered element or the source's end are handled there, and
         the WIP is released by the loop's missed-count exit.
 
-        Between two elements the lease stays held: a ``request``, ``cancel`` or bad ``request``
-        from another thread takes effect once the producer has delivered its next element, or
-        releases the lease (§3.12/§3.13 ask for "eventually"; at most one element arrives
-        after ``cancel`` returned; from inside ``on_next`` they take effect before the
-        producer gets control back). Hence only take a lease on a thread that keeps
-        producing or releases it: one the source owns, not a user's. The emitter checks the
-        calling thread on every element (one ``get_ident()``): only the lessee delivers under
-        the lease, so a producer that moved to another thread takes the regular path, which
-        revokes the lease (:meth:`release_lease`), and the lessee's thread can always release
-        it safely.
+        The lease is the producer's, not a thread's: a producer whose calls move to another
+        thread (an Observable switching schedulers) goes on delivering under it, its calls
+        being serial; no thread check per element. Between two elements the lease stays held:
+        a ``request``, ``cancel`` or bad ``request`` from another thread takes effect once the
+        producer has delivered its next element, or ends the lease (§3.12/§3.13 ask for
+        "eventually"; at most one element arrives after ``cancel`` returned; from inside
+        ``on_next`` they take effect before the producer gets control back). Hence only take
+        a lease on a thread that keeps producing, and end it there when it stops: the
+        producer with :meth:`release_lease`, any other thread (the one the source owns,
+        leaving) with :meth:`revoke_lease`, which is safe while the producer is delivering
+        elsewhere.
 
         Preconditions, for the source: one producer at a time, whose calls do not overlap
         (Rx's observer contract), so the lease's lock-free fields are never written by two
@@ -472,12 +476,12 @@ class DrainSubscription(Generic[T]):
         calls :meth:`release_lease`; the source exposes its buffer as ``queue``. The lease is
         granted only under the ``INLINE`` policy (the producer's thread is where the drain
         would run), when the WIP is free, nothing is buffered, nothing was cancelled or
-        illegally requested (§3.9) and demand is > 0. A reentrant push (from inside the
-        subscriber's ``on_next``) takes the fallback, and is delivered after the element in
-        progress.
+        illegally requested (§3.9), no lease was revoked and demand is > 0. A reentrant push
+        (from inside the subscriber's ``on_next``) takes the fallback, and is delivered after
+        the element in progress.
 
         Returns:
-            True if the calling thread now holds the lease (with credit >= 1).
+            True if the calling producer now holds the lease (with credit >= 1).
         """
         source = self._source
         if self._policy is not INLINE or source is None or source.queue is None:
@@ -485,46 +489,83 @@ class DrainSubscription(Generic[T]):
         queue = source.queue
         with self._lock:
             demand = self._demand
-            if self._wip or not demand or queue or self._cancelled or self._bad_request is not None:
+            if (
+                self._wip
+                or not demand
+                or queue
+                or self._cancelled
+                or self._bad_request is not None
+                or self._deliver is _revoked  # revoked (for good) or released (§3.13)
+            ):
                 return False
             self._wip = 1
             self._demand = produced(demand, demand)  # the credit leaves the shared demand
             self._credit = demand
-            self._lessee = get_ident()
+            self._leased = True
         return True
 
     def release_lease(self) -> None:
         """End the emitter lease, if one is held: return its unused credit and drain.
 
-        Called by the producer before it waits, when its source ends (after ``finish``), and
-        by the lessee's thread once it stops producing. Also safe from another thread that
-        the single producer moved to (an Observable switching threads): the producer's calls
-        are serial, so the lessee is not delivering meanwhile; the lease is then revoked, and
-        the caller drains from the WIP it inherits. A no-op when no lease is held, and during a
-        delivery under the lease (a reentrant push): the lessee settles after it.
+        For the producer only (see :meth:`revoke_lease` for any other thread): called before
+        it waits, when its source ends (after ``finish``), or on its regular path. A no-op
+        when no lease is held, and during a delivery under the lease (a reentrant push): the
+        producer settles after it.
         """
-        if self._lessee is None:  # lock-free: written only under the lock or by the lessee
+        if not self._leased:  # lock-free: written only under the lock or by the producer
             return
         with self._lock:
-            if self._lessee is None or not self._credit:
-                return  # none, or in the middle of a delivery: the lessee settles after it
+            if not self._leased or not self._credit:
+                return  # none, or in the middle of a delivery: the producer settles after it
             credit, self._credit = self._credit, 0
-            self._lessee = None
+            self._leased = False
             self._demand = add_cap(self._demand, credit)  # §1.1: unused credit goes back
             if self._wip == 1:  # nothing missed: the loop's exit, without a pass
                 self._wip = 0
                 return
         self._drain()  # from the WIP the lease held; released by the missed-count exit
 
+    def revoke_lease(self) -> None:
+        """End the emitter lease for good, from a thread that may not be the producer: the
+        thread a source owns, leaving while its producer may go on elsewhere. No lease is
+        granted after it.
+
+        Safe against a producer delivering meanwhile, with no lock on its side: this swaps
+        the emitter's target for one that refuses (the producer reads it after marking its
+        delivery by zeroing the credit), then looks at the credit. Credit left means no
+        delivery is under way: it goes back to the demand (§1.1) and this thread drains from
+        the lease's WIP; an element the producer was just about to deliver finds the refusal
+        and takes the regular path. No credit means a delivery is under way: the producer
+        settles after it, as for a ``request`` (the WIP is bumped), and returns its credit.
+        """
+        with self._lock:
+            self._deliver = _revoked  # first: a producer claiming from now on finds it
+            if not self._leased:
+                return
+            credit = self._credit
+            if not credit:  # the producer is delivering: it settles after this element
+                self._wip += 1
+                return
+            self._credit = 0
+            self._leased = False
+            self._demand = add_cap(self._demand, credit)  # §1.1: unused credit goes back
+            if self._wip == 1:
+                self._wip = 0
+                return
+        self._drain()
+
     def _offer(self, element: T) -> None:
         """The emitter callable: the lease's lock-free path, else the source's fallback."""
         credit = self._credit
-        if credit and element is not None and self._lessee == get_ident():
-            self._credit = 0  # delivering: a reentrant push goes to the regular path
-            try:
-                self._deliver(element)  # the subscriber's on_next
+        if credit and element is not None:
+            self._credit = 0  # delivering: a reentrant push takes the regular path, and a
+            try:  # revoke_lease leaves the credit to this call
+                self._deliver(element)  # the subscriber's on_next; _revoked once revoked
+            except _Revoked:
+                self._offer_refused(element, credit)
+                return
             except Exception as exc:  # §2.13: the subscriber counts as cancelled
-                self._lessee = None
+                self._leased = False
                 source = self._source
                 if source is not None:
                     self._subscriber_failed(source, exc)
@@ -535,8 +576,21 @@ class DrainSubscription(Generic[T]):
             return
         self._fallback(element)
 
+    def _offer_refused(self, element: T, credit: int) -> None:
+        """The lease was revoked or released as this call claimed its credit: if the revoker
+        left that credit to it (it had zeroed it first), give it back (§1.1) and drain from
+        the lease's WIP; then take the regular path with the element."""
+        with self._lock:
+            left = self._leased
+            if left:
+                self._leased = False
+                self._demand = add_cap(self._demand, credit)
+        if left:
+            self._drain()  # the revoker bumped the WIP: the loop runs, then releases it
+        self._fallback(element)
+
     def _settle(self) -> None:
-        """The lessee's exit: renew the lease if only demand arrived, else drain and release."""
+        """The producer's exit: renew the lease if only demand arrived, else drain and release."""
         source = self._source
         queue = source.queue if source is not None else None
         renewable = False
@@ -546,6 +600,8 @@ class DrainSubscription(Generic[T]):
             except Exception:
                 pass  # the drain loop asks again, and reports the failure
         with self._lock:
+            if not self._leased:
+                return  # revoked meanwhile, with the credit: the revoker drains
             demand = add_cap(self._demand, self._credit)
             if (
                 renewable
@@ -553,6 +609,7 @@ class DrainSubscription(Generic[T]):
                 and not queue
                 and not self._cancelled
                 and self._bad_request is None
+                and self._deliver is not _revoked
             ):
                 self._wip = 1  # the missed work was only new demand (§3.3): absorbed
                 self._demand = produced(demand, demand)
@@ -560,7 +617,7 @@ class DrainSubscription(Generic[T]):
                 return
             self._demand = demand  # §1.1: the unused credit goes back
             self._credit = 0
-            self._lessee = None
+            self._leased = False
             if self._wip == 1 and renewable:  # nothing missed: the loop's exit, without a pass
                 self._wip = 0
                 return
@@ -938,7 +995,7 @@ class DrainSubscription(Generic[T]):
             self._subscriber = None
             self._source = None
             self._sink = None
-            self._deliver = _dropped
+            self._deliver = _revoked  # no lease after this, nor a delivery under one
             self._done = True
         return subscriber, source
 
@@ -947,8 +1004,15 @@ _CHUNK: Final = 1024
 """The most in-memory elements :meth:`DrainSubscription._copy_values` moves in one go."""
 
 
-def _dropped(element: Any) -> None:
-    """Stands for the subscriber's ``on_next`` once it is dropped (§3.13); never called."""
+class _Revoked(Exception):
+    """Raised by :func:`_revoked` into :meth:`DrainSubscription._offer` only."""
+
+
+def _revoked(element: Any) -> None:
+    """Stands for the subscriber's ``on_next`` once the lease is revoked or the subscriber
+    dropped (§3.13): a producer that claimed its credit just then finds it, and takes the
+    regular path instead (see ``revoke_lease``)."""
+    raise _Revoked
 
 
 def _refuse(element: Any) -> None:

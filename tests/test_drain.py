@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import itertools
 import logging
 import queue
@@ -984,9 +985,69 @@ def leased(
     return source, drain, sub
 
 
+class PausedInOffer:
+    """Runs the producer's pushes on a thread of its own and stops it the first time it
+    reaches the line of ``DrainSubscription._offer`` that contains ``marker`` (before that
+    line runs), until ``resume()``: the interleaving with another thread is chosen, not
+    hoped for. Traced with ``sys.settrace`` on that thread only."""
+
+    def __init__(self, marker: str) -> None:
+        lines, first = inspect.getsourcelines(DrainSubscription._offer)
+        found = [first + i for i, text in enumerate(lines) if marker in text]
+        assert len(found) == 1, marker
+        self._line = found[0]
+        self._code = DrainSubscription._offer.__code__
+        self.reached = threading.Event()
+        self._go = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, push: Callable[[], None]) -> None:
+        def run() -> None:
+            sys.settrace(self._trace)
+            try:
+                push()
+            finally:
+                sys.settrace(None)
+
+        self._thread = threading.Thread(target=run)
+        self._thread.start()
+        assert self.reached.wait(5), "the producer never reached the line"
+
+    def resume(self) -> None:
+        assert self._thread is not None
+        self._go.set()
+        self._thread.join(5)
+        assert not self._thread.is_alive()
+
+    def _trace(self, frame: Any, event: str, arg: Any) -> Any:
+        return self._stop if event == "call" and frame.f_code is self._code else None
+
+    def _stop(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "line" and frame.f_lineno == self._line and not self.reached.is_set():
+            self.reached.set()
+            self._go.wait(5)
+        return self._stop
+
+
 class TestEmitterLease:
     """DrainSubscription.lease / emitter / release_lease: a single producer delivering on its
     own thread, lock-free per element, while every rule the drain keeps still holds."""
+
+    @pytest.fixture(autouse=True)
+    def _drain_loop_holds_the_wip(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+        """Every test here also checks that the drain loop is only ever entered with the WIP
+        held (§1.3: what keeps two loops from signalling at once), whoever ends a lease."""
+        entered_without: list[int] = []
+        drain_loop = DrainSubscription._drain
+
+        def checked_drain(self: DrainSubscription[Any]) -> None:
+            if self._wip < 1:
+                entered_without.append(self._wip)
+            drain_loop(self)
+
+        monkeypatch.setattr(DrainSubscription, "_drain", checked_drain)
+        yield
+        assert not entered_without, "the drain loop ran without the WIP"
 
     def test_delivers_straight_from_the_producer_with_one_lease(self) -> None:
         """With demand, every element goes from the producer to on_next: one lease, nothing
@@ -1211,9 +1272,9 @@ class TestEmitterLease:
         assert sub.elements == [0, 1, 2, 3] and drain.demand == 6
         sub.assert_no_violations()
 
-    def test_a_producer_moving_to_another_thread_takes_the_lease_back(self) -> None:
-        """The single producer moving to another thread (serially) finds the lease held by the
-        thread it left: it revokes it under the lock and carries on; order and §1.3 kept."""
+    def test_a_producer_moving_to_another_thread_keeps_the_lease(self) -> None:
+        """The lease is the producer's, not a thread's: moving to another thread (serially),
+        it goes on delivering under it; order and §1.3 kept, one lease in all."""
         source, drain, sub = leased(RecordingSubscriber(100))
         for i in range(3):
             source.push(i)
@@ -1228,8 +1289,144 @@ class TestEmitterLease:
         for i in range(6, 8):
             source.push(i)
         assert sub.elements == list(range(8)) and drain.demand == 92
-        assert source.leases == 3  # here, there (after revoking), here again: never shared
+        assert source.leases == 1 and source.fallbacks == 1  # the first push took it
         assert sub.signal_threads == {threading.get_ident(), other.ident}
+        sub.assert_no_violations()
+
+    def test_delivering_here_inside_on_next_on_whichever_thread_the_producer_moved_to(
+        self,
+    ) -> None:
+        """delivering_here(), asked by the producer from inside on_next under the lease, is
+        True on the thread it started on and on the one it moved to (a block source's
+        feedback check relies on it), and False between two elements."""
+        answers: list[bool] = []
+        sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+        source, drain, sub = leased(sub)
+        sub.on_next_hook = lambda element: answers.append(drain.delivering_here())
+        source.push(0)
+        between = drain.delivering_here()
+        other = threading.Thread(target=source.push, args=(1, 2))
+        other.start()
+        other.join(5)
+        assert answers == [True, True, True] and not between
+        assert source.leases == 1 and sub.elements == [0, 1, 2]
+
+    def test_revoke_between_elements_returns_the_credit_and_ends_leasing(self) -> None:
+        """revoke_lease() from a thread that is not the producer, between two elements: the
+        unused credit goes back (§1.1), the WIP is free, and no lease is granted again: the
+        producer's next elements take the regular path."""
+        source, drain, sub = leased(RecordingSubscriber(10))
+        for i in range(3):
+            source.push(i)
+        other = threading.Thread(target=drain.revoke_lease)
+        other.start()
+        other.join(5)
+        assert drain.demand == 7
+        for i in range(3, 6):
+            source.push(i)
+        assert sub.elements == list(range(6)) and drain.demand == 4
+        assert source.leases == 1 and source.fallbacks == 4 and source.most_buffered == 1
+        assert not drain.lease()  # for good, though the drain is idle with demand
+        sub.assert_no_violations()
+
+    def test_revoke_during_a_delivery_leaves_the_credit_to_the_producer(self) -> None:
+        """revoke_lease() while the producer, on another thread, is inside on_next under the
+        lease: it returns at once, without the credit (the producer holds it); the producer
+        settles right after that element, giving the credit back (§1.1) and the WIP up, so a
+        cancel while it is idle takes effect at once (§3.12)."""
+        inside, go = threading.Event(), threading.Event()
+        sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+
+        def hold(element: int) -> None:
+            if element == 1:
+                inside.set()
+                assert go.wait(5)
+
+        sub.on_next_hook = hold
+        source, drain, sub = leased(sub)
+        producer = threading.Thread(target=source.push, args=(0, 1))
+        producer.start()
+        assert inside.wait(5)
+        drain.revoke_lease()
+        assert drain.demand == 0  # still the producer's credit, mid-delivery
+        go.set()
+        producer.join(5)
+        assert sub.elements == [0, 1] and drain.demand == 8
+        sub.cancel()  # the producer is idle: the lease ended after its element, not at the next
+        assert source.closes == 1 and sub.subscription is not None
+        source.push(2)
+        assert sub.elements == [0, 1] and source.leases == 1
+        sub.assert_no_violations()
+
+    def test_revoke_as_the_producer_claims_its_credit(self) -> None:
+        """The producer read its credit and is about to claim it when revoke_lease() takes
+        the credit back: the producer finds the lease revoked instead of delivering under it,
+        and its element takes the regular path; no credit survives the revocation (§1.1)."""
+        source, drain, sub = leased(RecordingSubscriber(10))
+        source.push(0)  # the lease: credit 9 left
+        paused = PausedInOffer("self._credit = 0  # delivering")
+        paused.start(lambda: source.push(1, 2))
+        drain.revoke_lease()
+        assert drain.demand == 9
+        paused.resume()
+        assert sub.elements == [0, 1, 2] and drain.demand == 7
+        for i in range(3, 12):  # 7 more are delivered, the last two wait for demand
+            source.push(i)
+        assert sub.elements == list(range(10)) and list(source.queue) == [10, 11]
+        assert source.leases == 1
+        sub.assert_no_violations()
+
+    def test_revoke_after_the_producer_claimed_its_credit(self) -> None:
+        """The producer claimed its credit (zeroed it) and is about to call on_next when
+        revoke_lease() runs: the revoker leaves the credit to it; the producer finds the lease
+        revoked, gives the credit back (§1.1), drains from the lease's WIP and sends its
+        element down the regular path."""
+        source, drain, sub = leased(RecordingSubscriber(10))
+        source.push(0)
+        paused = PausedInOffer("self._deliver(element)")
+        paused.start(lambda: source.push(1, 2))
+        drain.revoke_lease()
+        assert drain.demand == 0  # left to the producer
+        paused.resume()
+        assert sub.elements == [0, 1, 2] and drain.demand == 7
+        for i in range(3, 12):
+            source.push(i)
+        assert sub.elements == list(range(10)) and list(source.queue) == [10, 11]
+        assert source.leases == 1
+        sub.assert_no_violations()
+
+    def test_revoke_after_the_producer_restored_its_credit(self) -> None:
+        """The producer delivered, put its credit back (8 left) and is about to look at the
+        WIP when revoke_lease() takes that credit: the producer's settling finds the lease gone
+        and leaves the drain to the revoker; nothing is renewed (§1.1, §1.3)."""
+        source, drain, sub = leased(RecordingSubscriber(10))
+        source.push(0)
+        paused = PausedInOffer("if credit == 1 or self._wip != 1:")
+        paused.start(lambda: source.push(1))
+        drain.revoke_lease()
+        assert drain.demand == 8
+        paused.resume()
+        for i in range(2, 11):
+            source.push(i)
+        assert sub.elements == list(range(10)) and list(source.queue) == [10]
+        assert source.leases == 1 and drain.demand == 0
+        sub.assert_no_violations()
+
+    def test_revoke_after_the_producer_used_its_last_credit(self) -> None:
+        """The producer delivered the last element of its credit and is about to settle when
+        revoke_lease() finds no credit: it leaves the settling to the producer, which ends
+        the lease; more demand later goes through the regular path, never a new lease."""
+        source, drain, sub = leased(RecordingSubscriber(2))
+        source.push(0)
+        paused = PausedInOffer("if credit == 1 or self._wip != 1:")
+        paused.start(lambda: source.push(1))
+        drain.revoke_lease()
+        paused.resume()
+        assert sub.elements == [0, 1] and drain.demand == 0
+        sub.request(3)
+        for i in range(2, 5):
+            source.push(i)
+        assert sub.elements == list(range(5)) and source.leases == 1
         sub.assert_no_violations()
 
     def test_lease_is_refused_unless_the_drain_is_idle_with_demand(self) -> None:

@@ -421,12 +421,13 @@ class TestBlockLease:
         sub.await_terminal()
         assert sub.elements == [0, 1, 2] and sub.error is boom and leases
 
-    def test_emission_moving_to_another_thread_takes_the_lease_back(
+    def test_emission_moving_to_another_thread_stays_serial_and_ordered(
         self, leases: list[int]
     ) -> None:
         """A cold source whose emission continues on a thread of Rx's own after a first part on
-        the owned thread: that thread never delivers under the owned thread's lease (it takes
-        it back); all elements arrive in order, serially (checked), then on_complete."""
+        the owned thread: that thread delivers under the lease until the owned thread, leaving,
+        revokes it, and through the buffer after; leases are granted to the owned thread only;
+        all elements arrive in order, serially (checked), then on_complete."""
         source = reactivex.concat(
             reactivex.from_iterable(range(100)),
             reactivex.from_iterable(range(100, 200)).pipe(ops.subscribe_on(NewThreadScheduler())),
