@@ -223,8 +223,9 @@ class _ObservableSource(_BufferSource[T]):
     read that dispose closes) stops without delivering it. Hot sources (a
     Subject fed from user threads) keep the regular path: a lease taken and returned around
     each push measured about 1.5x faster there, but on a user's thread it would let a common
-    mistake (``on_next`` from two threads at once) overlap signals, which the regular path's
-    queue and drain absorb.
+    mistake (``on_next`` from two threads at once) reorder elements, which the regular path's
+    queue and drain keep in order. (The same mistake while the owned thread holds its lease,
+    in its subscribe, loses nothing and overlaps nothing either: see ``lease``.)
     """
 
     __slots__ = (

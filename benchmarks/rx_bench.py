@@ -182,7 +182,7 @@ def run(n: int = 300_000, repeats: int = 7, mem_items: int = 200_000) -> list[Re
             baseline_name="reactivex.from_iterable(...).subscribe(on_next=...) (no backpressure)",
             note="reported only: what one call per element between RxPY and the subscriber "
             "costs, before any check; the lease above adds the per-element ones (demand "
-            "left, a reentrant push, the emitting thread, a cancel)",
+            "left, a reentrant push, a cancel or request from another thread)",
         ),
         peak_memory(mem_items),
     ]

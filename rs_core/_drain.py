@@ -247,7 +247,7 @@ class DrainSubscription(Generic[T]):
 
     Signals reach the subscriber on the thread the policy runs the drain on; ``on_subscribe``
     is delivered by :meth:`start` on the caller's thread. Under an emitter lease
-    (:meth:`lease`) they reach it on the lessee's thread, the producer's.
+    (:meth:`lease`) they reach it on the producer's thread.
     """
 
     __slots__ = (
@@ -335,13 +335,14 @@ class DrainSubscription(Generic[T]):
     def cancel(self) -> None:
         """Stop emission and release the source; idempotent and thread-safe (§3.5, §3.7).
 
-        When the drain or a lessee is busy (on another thread, or up this one's stack), it
-        does the rest once its current call returns; ``Source.interrupt()`` is called here at
-        once, so an upstream that can be stopped from any thread (an Rx subscription to
-        dispose, a queue's upstream to cancel) stops now, not after that call, which may be
-        a slow ``on_next``, a blocked producer's next element or a synchronous upstream
-        filling a whole window inside ``request`` (§3.12). When idle, the drain runs now,
-        under the policy: inline (a synchronous publisher), that is on this thread.
+        When the drain or a lease's producer is busy (on another thread, or up this one's
+        stack), it does the rest once its current call returns; ``Source.interrupt()`` is
+        called here at once, so an upstream that can be stopped from any thread (an Rx
+        subscription to dispose, a queue's upstream to cancel) stops now, not after that
+        call, which may be a slow ``on_next``, a blocked producer's next element or a
+        synchronous upstream filling a whole window inside ``request`` (§3.12). When idle,
+        the drain runs now, under the policy: inline (a synchronous publisher), that is on
+        this thread.
         """
         self._cancel(here=True)
 
@@ -349,8 +350,9 @@ class DrainSubscription(Generic[T]):
         """``cancel()``, except that an idle inline drain does not run on this thread.
 
         The subscription is cancelled at once: ``request`` becomes a no-op (§3.6), a busy
-        drain or lessee stops after the element in progress, a drain under an executor or a
-        loop is scheduled there, and the source is interrupted (a push source disposed).
+        drain or lease's producer stops after the element in progress, a drain under an
+        executor or a loop is scheduled there, and the source is interrupted (a push source
+        disposed).
         Only the clean-up of an idle inline drain (releasing the source: a generator's
         ``close``, whose ``finally`` may block) waits for the next ``cancel()``, which the
         caller owes, on a thread of its choosing. For a consumer cancelling from a thread
@@ -395,7 +397,7 @@ class DrainSubscription(Generic[T]):
     def demand(self) -> int:
         """Requested and not yet delivered (a snapshot; ``UNBOUNDED`` once unbounded).
 
-        Includes a lessee's credit, except while it is delivering an element."""
+        Includes a lease's credit, except while it is delivering an element."""
         with self._lock:
             return add_cap(self._demand, self._credit)
 
@@ -472,7 +474,12 @@ class DrainSubscription(Generic[T]):
 
         Preconditions, for the source: one producer at a time, whose calls do not overlap
         (Rx's observer contract), so the lease's lock-free fields are never written by two
-        threads at once; every ``wake`` during a lease comes from the producer, which then
+        threads at once. (A second thread calling the emitter at once all the same finds the
+        credit claimed and takes the regular path, or claims it between two of the first
+        one's elements: the credit is always taken in one step, by a claim, which reads and
+        zeroes it with no call in between, or under the lock, so no element is lost or
+        delivered twice and no two deliveries overlap; only the order of such elements is
+        not kept.) Every ``wake`` during a lease comes from the producer, which then
         calls :meth:`release_lease`; the source exposes its buffer as ``queue``. The lease is
         granted only under the ``INLINE`` policy (the producer's thread is where the drain
         would run), when the WIP is free, nothing is buffered, nothing was cancelled or
@@ -507,23 +514,13 @@ class DrainSubscription(Generic[T]):
     def release_lease(self) -> None:
         """End the emitter lease, if one is held: return its unused credit and drain.
 
-        For the producer only (see :meth:`revoke_lease` for any other thread): called before
-        it waits, when its source ends (after ``finish``), or on its regular path. A no-op
-        when no lease is held, and during a delivery under the lease (a reentrant push): the
-        producer settles after it.
+        For the producer (see :meth:`revoke_lease` for any other thread): called before it
+        waits, when its source ends (after ``finish``), or on its regular path. A no-op when
+        no lease is held; during a delivery under the lease (a reentrant push) it leaves the
+        credit to the producer, which settles after that element.
         """
-        if not self._leased:  # lock-free: written only under the lock or by the producer
-            return
-        with self._lock:
-            if not self._leased or not self._credit:
-                return  # none, or in the middle of a delivery: the producer settles after it
-            credit, self._credit = self._credit, 0
-            self._leased = False
-            self._demand = add_cap(self._demand, credit)  # §1.1: unused credit goes back
-            if self._wip == 1:  # nothing missed: the loop's exit, without a pass
-                self._wip = 0
-                return
-        self._drain()  # from the WIP the lease held; released by the missed-count exit
+        if self._leased:  # lock-free: written only under the lock or by the producer
+            self._end_lease(revoke=False)
 
     def revoke_lease(self) -> None:
         """End the emitter lease for good, from a thread that may not be the producer: the
@@ -538,21 +535,24 @@ class DrainSubscription(Generic[T]):
         and takes the regular path. No credit means a delivery is under way: the producer
         settles after it, as for a ``request`` (the WIP is bumped), and returns its credit.
         """
+        self._end_lease(revoke=True)
+
+    def _end_lease(self, *, revoke: bool) -> None:
         with self._lock:
-            self._deliver = _revoked  # first: a producer claiming from now on finds it
+            if revoke:
+                self._deliver = _revoked  # first: a producer claiming from now on finds it
             if not self._leased:
                 return
-            credit = self._credit
-            if not credit:  # the producer is delivering: it settles after this element
+            credit, self._credit = self._credit, 0  # one step: a claim comes before or finds 0
+            if not credit:  # a delivery is under way: its producer settles after it
                 self._wip += 1
                 return
-            self._credit = 0
             self._leased = False
             self._demand = add_cap(self._demand, credit)  # §1.1: unused credit goes back
-            if self._wip == 1:
+            if self._wip == 1:  # nothing missed: the loop's exit, without a pass
                 self._wip = 0
                 return
-        self._drain()
+        self._drain()  # from the WIP the lease held; released by the missed-count exit
 
     def _offer(self, element: T) -> None:
         """The emitter callable: the lease's lock-free path, else the source's fallback."""
@@ -572,7 +572,7 @@ class DrainSubscription(Generic[T]):
                 return
             self._credit = credit - 1
             if credit == 1 or self._wip != 1:  # §1.1: used up; or request / cancel / wake
-                self._settle()  # came (§3.3, §3.9, §3.12), from on_next or another thread
+                self._settle(credit - 1)  # came (§3.3, §3.9, §3.12), from on_next or elsewhere
             return
         self._fallback(element)
 
@@ -589,8 +589,9 @@ class DrainSubscription(Generic[T]):
             self._drain()  # the revoker bumped the WIP: the loop runs, then releases it
         self._fallback(element)
 
-    def _settle(self) -> None:
-        """The producer's exit: renew the lease if only demand arrived, else drain and release."""
+    def _settle(self, restored: int) -> None:
+        """The producer's exit, with the credit it put back: renew the lease if only demand
+        arrived, else drain and release."""
         source = self._source
         queue = source.queue if source is not None else None
         renewable = False
@@ -602,7 +603,13 @@ class DrainSubscription(Generic[T]):
         with self._lock:
             if not self._leased:
                 return  # revoked meanwhile, with the credit: the revoker drains
-            demand = add_cap(self._demand, self._credit)
+            credit, self._credit = self._credit, 0  # one step, as a claim is (see _offer)
+            if restored and not credit:
+                # Claimed since it was put back: a second thread calling the emitter at once
+                # (against Rx's contract) is delivering; it settles after its element.
+                self._wip += 1
+                return
+            demand = add_cap(self._demand, credit)
             if (
                 renewable
                 and demand
@@ -616,7 +623,6 @@ class DrainSubscription(Generic[T]):
                 self._credit = demand
                 return
             self._demand = demand  # §1.1: the unused credit goes back
-            self._credit = 0
             self._leased = False
             if self._wip == 1 and renewable:  # nothing missed: the loop's exit, without a pass
                 self._wip = 0

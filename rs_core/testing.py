@@ -10,12 +10,15 @@ Reactor's StepVerifier.
 
 from __future__ import annotations
 
+import inspect
 import itertools
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Generic, TypeVar
+from types import FrameType, FunctionType
+from typing import Any, Generic, TypeVar
 
 from rs_core._demand import UNBOUNDED
 from rs_core._subscription import require_element, require_error, require_subscription
@@ -25,6 +28,7 @@ __all__ = [
     "CountedIterable",
     "HoldFirst",
     "Incomparable",
+    "PausedAt",
     "RecordingSubscriber",
     "RecordingSubscription",
     "cancelled_while_delivering",
@@ -90,6 +94,63 @@ def cancelled_while_delivering(
         yield subscriber
     finally:
         gate.release.set()
+
+
+class PausedAt:
+    """Run an action on a thread of its own and stop that thread the first time it reaches
+    the line of ``function`` that contains ``marker`` (before the line runs), until
+    :meth:`resume`: an interleaving with another thread chosen, not hoped for. The thread is
+    traced with ``sys.settrace`` (that thread only), so keep the action short.
+
+    Args:
+        function: a plain function or method whose source holds exactly one line with
+            ``marker``.
+        marker: text of that line.
+    """
+
+    def __init__(self, function: Callable[..., Any], marker: str) -> None:
+        assert isinstance(function, FunctionType), "a function or method, not a builtin"
+        lines, first = inspect.getsourcelines(function)
+        found = [first + i for i, text in enumerate(lines) if marker in text]
+        if len(found) != 1:
+            raise ValueError(f"{len(found)} lines of {function.__qualname__} hold {marker!r}")
+        self._line = found[0]
+        self._code = function.__code__
+        self.reached = threading.Event()
+        self._go = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, action: Callable[[], object], timeout: float = 5.0) -> None:
+        """Start ``action`` on a new thread; return once it is stopped at the line."""
+
+        def run() -> None:
+            sys.settrace(self._trace)
+            try:
+                action()
+            finally:
+                sys.settrace(None)
+
+        self._thread = threading.Thread(target=run, name="rs-paused", daemon=True)
+        self._thread.start()
+        if not self.reached.wait(timeout):
+            raise AssertionError(f"the thread never reached line {self._line}")
+
+    def resume(self, timeout: float = 5.0) -> None:
+        """Let the thread go on, and wait for ``action`` to return."""
+        assert self._thread is not None, "start() first"
+        self._go.set()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise AssertionError("the action did not return after resume()")
+
+    def _trace(self, frame: FrameType, event: str, arg: Any) -> Any:
+        return self._stop if event == "call" and frame.f_code is self._code else None
+
+    def _stop(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line" and frame.f_lineno == self._line and not self.reached.is_set():
+            self.reached.set()
+            self._go.wait()
+        return self._stop
 
 
 class CountedIterable:

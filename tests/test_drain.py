@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import inspect
 import itertools
 import logging
 import queue
@@ -32,7 +31,7 @@ from rs_core._drain import (
     QueueSink,
 )
 from rs_core._drain import Source as DrainSource
-from rs_core.testing import CountedIterable, Incomparable, RecordingSubscriber, race
+from rs_core.testing import CountedIterable, Incomparable, PausedAt, RecordingSubscriber, race
 
 T = TypeVar("T")
 
@@ -985,50 +984,6 @@ def leased(
     return source, drain, sub
 
 
-class PausedInOffer:
-    """Runs the producer's pushes on a thread of its own and stops it the first time it
-    reaches the line of ``DrainSubscription._offer`` that contains ``marker`` (before that
-    line runs), until ``resume()``: the interleaving with another thread is chosen, not
-    hoped for. Traced with ``sys.settrace`` on that thread only."""
-
-    def __init__(self, marker: str) -> None:
-        lines, first = inspect.getsourcelines(DrainSubscription._offer)
-        found = [first + i for i, text in enumerate(lines) if marker in text]
-        assert len(found) == 1, marker
-        self._line = found[0]
-        self._code = DrainSubscription._offer.__code__
-        self.reached = threading.Event()
-        self._go = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self, push: Callable[[], None]) -> None:
-        def run() -> None:
-            sys.settrace(self._trace)
-            try:
-                push()
-            finally:
-                sys.settrace(None)
-
-        self._thread = threading.Thread(target=run)
-        self._thread.start()
-        assert self.reached.wait(5), "the producer never reached the line"
-
-    def resume(self) -> None:
-        assert self._thread is not None
-        self._go.set()
-        self._thread.join(5)
-        assert not self._thread.is_alive()
-
-    def _trace(self, frame: Any, event: str, arg: Any) -> Any:
-        return self._stop if event == "call" and frame.f_code is self._code else None
-
-    def _stop(self, frame: Any, event: str, arg: Any) -> Any:
-        if event == "line" and frame.f_lineno == self._line and not self.reached.is_set():
-            self.reached.set()
-            self._go.wait(5)
-        return self._stop
-
-
 class TestEmitterLease:
     """DrainSubscription.lease / emitter / release_lease: a single producer delivering on its
     own thread, lock-free per element, while every rule the drain keeps still holds."""
@@ -1127,7 +1082,7 @@ class TestEmitterLease:
         self,
     ) -> None:
         """§3.9/§1.3: request(0) from another thread while a lease is held returns at once; the
-        lessee delivers on_error, on its own thread, right after its next element."""
+        producer delivers on_error, on its own thread, right after its next element."""
         source, drain, sub = leased(RecordingSubscriber(10))
         source.push(0)
         other = threading.Thread(target=sub.request, args=(0,))
@@ -1158,7 +1113,7 @@ class TestEmitterLease:
     def test_spec313_cancel_from_another_thread_drops_references_at_the_next_element(
         self,
     ) -> None:
-        """§3.12/§3.13: cancel from another thread while the lessee is between elements returns
+        """§3.12/§3.13: cancel from another thread while the producer is between elements returns
         at once; the producer's next element is the last one delivered: then the source is
         closed and the drain lets go of the subscriber."""
         source, drain, sub = leased(RecordingSubscriber(10))
@@ -1167,7 +1122,7 @@ class TestEmitterLease:
         other = threading.Thread(target=drain.cancel)
         other.start()
         other.join(5)
-        assert not other.is_alive() and source.closes == 0  # deferred to the lessee
+        assert not other.is_alive() and source.closes == 0  # deferred to the producer
         source.push(1)
         assert sub.elements == [0, 1] and source.closes == 1
         source.push(2)
@@ -1364,7 +1319,7 @@ class TestEmitterLease:
         and its element takes the regular path; no credit survives the revocation (§1.1)."""
         source, drain, sub = leased(RecordingSubscriber(10))
         source.push(0)  # the lease: credit 9 left
-        paused = PausedInOffer("self._credit = 0  # delivering")
+        paused = PausedAt(DrainSubscription._offer, "self._credit = 0  # delivering")
         paused.start(lambda: source.push(1, 2))
         drain.revoke_lease()
         assert drain.demand == 9
@@ -1383,7 +1338,7 @@ class TestEmitterLease:
         element down the regular path."""
         source, drain, sub = leased(RecordingSubscriber(10))
         source.push(0)
-        paused = PausedInOffer("self._deliver(element)")
+        paused = PausedAt(DrainSubscription._offer, "self._deliver(element)")
         paused.start(lambda: source.push(1, 2))
         drain.revoke_lease()
         assert drain.demand == 0  # left to the producer
@@ -1401,7 +1356,7 @@ class TestEmitterLease:
         and leaves the drain to the revoker; nothing is renewed (§1.1, §1.3)."""
         source, drain, sub = leased(RecordingSubscriber(10))
         source.push(0)
-        paused = PausedInOffer("if credit == 1 or self._wip != 1:")
+        paused = PausedAt(DrainSubscription._offer, "if credit == 1 or self._wip != 1:")
         paused.start(lambda: source.push(1))
         drain.revoke_lease()
         assert drain.demand == 8
@@ -1418,7 +1373,7 @@ class TestEmitterLease:
         the lease; more demand later goes through the regular path, never a new lease."""
         source, drain, sub = leased(RecordingSubscriber(2))
         source.push(0)
-        paused = PausedInOffer("if credit == 1 or self._wip != 1:")
+        paused = PausedAt(DrainSubscription._offer, "if credit == 1 or self._wip != 1:")
         paused.start(lambda: source.push(1))
         drain.revoke_lease()
         paused.resume()

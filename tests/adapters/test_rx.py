@@ -43,6 +43,7 @@ from rs_core.testing import (
     CountedIterable,
     HoldFirst,
     Incomparable,
+    PausedAt,
     RecordingSubscriber,
     RecordingSubscription,
     cancelled_while_delivering,
@@ -443,8 +444,9 @@ class TestBlockLease:
         self, leases: list[int]
     ) -> None:
         """A cold source that emits once on the owned thread (under a lease, credit left) and
-        then waits there for a worker thread to emit 50 more: the worker takes the lease back,
-        so its elements drain and the buffer (4) never blocks it for good."""
+        then waits there for a worker thread to emit 50 more: the worker goes on under the
+        lease while its credit lasts (the calls are serial), then through the buffer, which
+        drains, so the buffer (4) never blocks it for good."""
 
         def subscribe(observer: Any, scheduler: Any = None) -> Any:
             observer.on_next(-1)
@@ -464,6 +466,49 @@ class TestBlockLease:
         from_observable(reactivex.create(subscribe), buffer_size=4).subscribe(sub)
         sub.await_terminal()
         assert sub.completed and sub.elements == [-1, *range(50)] and leases
+        sub.assert_no_violations()
+
+    def test_two_threads_emitting_at_once_under_the_lease_lose_nothing(
+        self, leases: list[int]
+    ) -> None:
+        """An Observable that breaks Rx's contract while the owned thread still subscribes:
+        worker A delivers under the lease, B's push meanwhile is buffered, and A stops (traced)
+        after putting its credit back; the owned thread then claims that credit and delivers.
+        A's settling finds the credit claimed and leaves it to that delivery: every element
+        arrives once, never two at a time (checked), and the stream completes; only the
+        order of elements emitted at once is not kept."""
+        a_inside, a_leave = threading.Event(), threading.Event()
+        a_paused = PausedAt(DrainSubscription._offer, "# came (§3.3, §3.9, §3.12)")
+
+        def hook(element: int) -> None:
+            if element == 0:
+                a_inside.set()
+                assert a_leave.wait(5)
+            if element == 2:
+                a_paused.resume()  # A settles while this delivery is under way
+
+        def subscribe(observer: Any, scheduler: Any = None) -> Any:
+            observer.on_next(-1)  # the owned thread takes the lease
+
+            def worker_b() -> None:
+                assert a_inside.wait(5)
+                observer.on_next(1)  # A is inside on_next(0): the credit is claimed
+                a_leave.set()
+
+            b = threading.Thread(target=worker_b, daemon=True)
+            b.start()
+            a_paused.start(lambda: observer.on_next(0))  # worker A, stopped after on_next(0)
+            b.join(5)
+            observer.on_next(2)
+            observer.on_completed()
+            return None
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+        sub.on_next_hook = hook
+        checked(from_observable(reactivex.create(subscribe))).subscribe(sub)
+        sub.await_terminal()
+        assert sub.completed and sorted(sub.elements) == [-1, 0, 1, 2]
+        assert len(set(leases)) == 1
         sub.assert_no_violations()
 
 
