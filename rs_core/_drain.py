@@ -570,6 +570,10 @@ class DrainSubscription(Generic[T]):
                 if source is not None:
                     self._subscriber_failed(source, exc)
                 return
+            except BaseException as exc:  # KeyboardInterrupt, SystemExit: as in the drain
+                self._leased = False  # loop, the subscription ends (§3.13) and the producer
+                self._abort(exc)  # gets it; the WIP stays held for good
+                raise
             self._credit = credit - 1
             if credit == 1 or self._wip != 1:  # §1.1: used up; or request / cancel / wake
                 self._settle(credit - 1)  # came (§3.3, §3.9, §3.12), from on_next or elsewhere

@@ -1266,6 +1266,26 @@ class TestEmitterLease:
         assert answers == [True, True, True] and not between
         assert source.leases == 1 and sub.elements == [0, 1, 2]
 
+    def test_a_base_exception_from_on_next_under_a_lease_ends_the_subscription(self) -> None:
+        """A KeyboardInterrupt from on_next under the lease reaches the producer, and the
+        subscription ends as it does in the drain loop: cancelled, released (§3.13), the
+        source closed; no lease is left that would make delivering_here() true."""
+        sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+
+        def interrupt(element: int) -> None:
+            if element == 1:
+                raise KeyboardInterrupt
+
+        sub.on_next_hook = interrupt
+        source, drain, sub = leased(sub)
+        source.push(0)
+        with pytest.raises(KeyboardInterrupt):
+            source.push(1)
+        assert drain.is_cancelled and source.closes == 1 and not drain.delivering_here()
+        source.push(2)  # the regular path, on a finished source
+        sub.cancel()
+        assert sub.elements == [0, 1] and source.leases == 1
+
     def test_revoke_between_elements_returns_the_credit_and_ends_leasing(self) -> None:
         """revoke_lease() from a thread that is not the producer, between two elements: the
         unused credit goes back (§1.1), the WIP is free, and no lease is granted again: the
