@@ -225,7 +225,8 @@ class _ObservableSource(_BufferSource[T]):
     each push measured about 1.5x faster there, but on a user's thread it would let a common
     mistake (``on_next`` from two threads at once) reorder elements, which the regular path's
     queue and drain keep in order. (The same mistake while the owned thread holds its lease,
-    in its subscribe, loses nothing and overlaps nothing either: see ``lease``.)
+    in its subscribe, overlaps nothing either, but may reorder those elements, and fail the
+    stream as a feedback loop if the buffer fills meanwhile: see ``lease``.)
     """
 
     __slots__ = (

@@ -414,7 +414,8 @@ class DrainSubscription(Generic[T]):
         its own while it delivers under the lease: from inside the subscriber's ``on_next``,
         say. Whatever waits there for the subscriber to make progress waits for itself: a
         source uses this to fail instead of deadlocking. (The producer's calls are serial, so
-        one it makes while a delivery under its lease is in progress is made from inside it.)
+        one it makes while a delivery under its lease is in progress is made from inside it;
+        see ``lease`` for a second thread calling at once against that contract.)
         """
         return self._drainer == get_ident() or (self._leased and not self._credit)
 
@@ -452,9 +453,9 @@ class DrainSubscription(Generic[T]):
         and counts the credit down, without a lock: the other entry points (``request``,
         ``cancel``, ``wake``) still change state under the lock and bump ``_wip``, and return
         because the WIP is taken (§3.3, §3.4). The producer reads ``_wip`` after each element
-        (a lock-free hint: it moves off 1 only under the lock and never back while the lease
-        is held, so a stale read only delays the settling to the next element or to the
-        release) and settles under the lock when it moved or the credit ran out: if only
+        (a lock-free hint: it moves off 1 only under the lock, and back only by the
+        producer's own renewal, so a stale read only delays the settling to the next element
+        or to the release) and settles under the lock when it moved or the credit ran out: if only
         demand arrived, the lease is renewed with it; otherwise the unused credit goes back to
         the demand (§1.1) and the normal drain loop runs from the WIP it holds, so cancel
         (§3.12), a §3.9 error, a buffered element or the source's end are handled there, and
@@ -477,9 +478,11 @@ class DrainSubscription(Generic[T]):
         threads at once. (A second thread calling the emitter at once all the same finds the
         credit claimed and takes the regular path, or claims it between two of the first
         one's elements: the credit is always taken in one step, by a claim, which reads and
-        zeroes it with no call in between, or under the lock, so no element is lost or
-        delivered twice and no two deliveries overlap; only the order of such elements is
-        not kept.) Every ``wake`` during a lease comes from the producer, which then
+        zeroes it with no call in between (on CPython with the GIL, and no trace function),
+        or under the lock, so no element is delivered twice and no two deliveries overlap;
+        the order of such elements is not kept, and ``delivering_here()`` cannot tell that
+        thread from the one delivering, so a source that waits for room may fail it as a
+        feedback loop.) Every ``wake`` during a lease comes from the producer, which then
         calls :meth:`release_lease`; the source exposes its buffer as ``queue``. The lease is
         granted only under the ``INLINE`` policy (the producer's thread is where the drain
         would run), when the WIP is free, nothing is buffered, nothing was cancelled or
@@ -530,10 +533,11 @@ class DrainSubscription(Generic[T]):
         Safe against a producer delivering meanwhile, with no lock on its side: this swaps
         the emitter's target for one that refuses (the producer reads it after marking its
         delivery by zeroing the credit), then looks at the credit. Credit left means no
-        delivery is under way: it goes back to the demand (§1.1) and this thread drains from
-        the lease's WIP; an element the producer was just about to deliver finds the refusal
-        and takes the regular path. No credit means a delivery is under way: the producer
-        settles after it, as for a ``request`` (the WIP is bumped), and returns its credit.
+        delivery is under way: it goes back to the demand (§1.1) and this thread frees the
+        lease's WIP, or drains from it if work was missed; an element the producer was just
+        about to deliver finds the refusal and takes the regular path. No credit means a
+        delivery is under way: the producer settles after it, as for a ``request`` (the WIP
+        is bumped), and returns its credit.
         """
         self._end_lease(revoke=True)
 
@@ -595,7 +599,8 @@ class DrainSubscription(Generic[T]):
 
     def _settle(self, restored: int) -> None:
         """The producer's exit, with the credit it put back: renew the lease if only demand
-        arrived, else drain and release."""
+        arrived, else drain and release; nothing if the lease ended meanwhile (its ender has
+        the WIP), or if another thread claimed the credit (it settles after its element)."""
         source = self._source
         queue = source.queue if source is not None else None
         renewable = False
