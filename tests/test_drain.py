@@ -739,6 +739,28 @@ def test_race_reraises_a_base_exception_raised_by_an_action() -> None:
         race(fail, lambda: None)
 
 
+def test_paused_at_stops_before_the_marked_line_and_names_a_bad_marker() -> None:
+    """rs_core.testing.PausedAt: the action's thread stops before the marked line runs (a
+    side effect of that line is not seen until resume()), and a marker on no line, or on
+    several, is refused at once."""
+    seen: list[str] = []
+
+    def steps() -> None:
+        seen.append("before")
+        seen.append("marked")  # the line to stop at
+        seen.append("after")
+
+    paused = PausedAt(steps, "the line to stop at")
+    paused.start(steps)
+    assert seen == ["before"]
+    paused.resume()
+    assert seen == ["before", "marked", "after"]
+    with pytest.raises(ValueError, match="0 lines"):
+        PausedAt(steps, "no such text")
+    with pytest.raises(ValueError, match="3 lines"):
+        PausedAt(steps, "seen.append")
+
+
 def test_a_policy_that_fails_after_cancel_signals_nothing(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
