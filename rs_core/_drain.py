@@ -919,17 +919,22 @@ class DrainSubscription(Generic[T]):
     def _move_queued(
         self, source: Source[T], queue: deque[T], sink: QueueSink[T], limit: int
     ) -> int:
-        """Queue to fused queue: what is queued (up to ``limit``, §1.1) moves in one C-speed
-        ``extend``; the elements are already there, so batching delays none of them."""
-        n = len(queue)  # we are its only consumer: the n queued stay until we pop them
-        if n > limit:
-            n = limit
-        if n == 0:
-            return 0
-        if not self._fill(source, sink, map(deque.popleft, repeat(queue, n)), n):  # no ==
-            return -1
-        source.consumed(n)
-        return n
+        """Queue to fused queue: what is queued (up to ``limit``, §1.1) moves in C-speed
+        ``extend``s; the elements are already there, so batching delays none of them. Until
+        the queue is seen empty or the limit met: a push source wakes the drain only when its
+        push finds the queue empty, so one made during a move is this loop's to take."""
+        moved = 0
+        while moved != limit:
+            n = len(queue)  # we are its only consumer: the n queued stay until we pop them
+            if n > limit - moved:
+                n = limit - moved
+            if n == 0:
+                break
+            if not self._fill(source, sink, map(deque.popleft, repeat(queue, n)), n):  # no ==
+                return -1
+            source.consumed(n)
+            moved += n
+        return moved
 
     def _fill(self, source: Source[T], sink: QueueSink[T], values: Iterable[T], n: int) -> bool:
         """Append the ``n`` ``values`` to a fused sink in one ``extend`` and wake its consumer

@@ -895,6 +895,58 @@ def test_queue_to_queue_moves_a_batch_in_one_extend(monkeypatch: pytest.MonkeyPa
     assert calls == []
 
 
+class WakeOnFirstSource(FusedPushSource[T]):
+    """Wakes the drain only when a push finds the queue empty, as from_observable's buffer
+    does: the drain must not stop before it has seen the queue empty."""
+
+    def push(self, *items: T) -> None:
+        for item in items:
+            self.queue_.append(item)
+            if len(self.queue_) == 1:
+                self.wake()
+
+
+class ManualSink(QueueSink[int]):
+    """A fused sink that requests only when the test says so."""
+
+    def __init__(self) -> None:
+        self.sink: deque[int] = deque()
+        self.subscription: Any = None
+
+    def on_subscribe(self, subscription: Any) -> None:
+        self.subscription = subscription
+
+    def on_next(self, element: int) -> None:
+        raise AssertionError("a fused sink is appended to, never called per element")
+
+    def on_error(self, error: Exception) -> None:
+        raise AssertionError(error)
+
+    def on_complete(self) -> None:
+        pass
+
+    def sink_filled(self) -> None:
+        pass
+
+
+def test_queue_to_queue_moves_an_element_pushed_during_the_move() -> None:
+    """The consumer's request drains on its thread and counts one element to move; the
+    producer pushes another meanwhile, finds the queue not empty and wakes nobody: the move
+    takes it too, rather than leave it behind with demand outstanding (a from_observable
+    under publish_on hung so, 1 run in 50 with three merged sources)."""
+    source: WakeOnFirstSource[int] = WakeOnFirstSource()
+    sink = ManualSink()
+    DrainSubscription(sink, source).start()
+    source.push(0)  # no demand yet: it waits in the queue
+    paused = PausedAt(DrainSubscription._move_queued, "if not self._fill(")
+    paused.start(lambda: sink.subscription.request(5))
+    source.push(1)  # the queue holds 0: no wake
+    paused.resume()
+    assert list(sink.sink) == [0, 1]
+    source.push(2)
+    assert list(sink.sink) == [0, 1, 2]
+
+
 class ClosingSink(QueueSink[int]):
     """A fused sink whose consumer closes (cancel, then clear) when the first batch lands."""
 
