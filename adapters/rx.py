@@ -210,7 +210,10 @@ class _ObservableSource(_BufferSource[T]):
     holds a lease with credit, with no lock per element; ``on_next`` below is its fallback
     (the regular path), and takes a lease (one lock) on the owned thread when the buffer is
     empty and there is demand. The loop check of ``block`` runs there too: the owned thread
-    runs no event loop of ours, so the check per lease stands for the elements it covers.
+    runs no event loop of ours, so the check per lease stands for the elements it covers,
+    except those of a producer that moves onto a loop thread while the owned thread still
+    subscribes: they go through under the lease until its credit runs out, then fail (no
+    loop ever waits; a check per element would cost what the lease saves).
     The lease is returned before the emitter waits for room and when Rx ends the stream,
     and revoked when the owned thread's subscribe returns (the Observable then emits, if at
     all, on threads that are not ours: never under a new lease). An emission that moves to
