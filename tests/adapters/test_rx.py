@@ -604,6 +604,39 @@ async def test_block_on_an_event_loop_thread_errors_instead_of_deadlocking() -> 
     assert subject.observers == []
 
 
+def test_block_on_a_loop_thread_under_a_carried_lease_fails_once_its_credit_is_spent() -> None:
+    """The documented exception to the loop check: a producer that emits on the owned thread
+    (taking a lease of 3) and then moves onto a loop thread while the owned thread still
+    subscribes goes on under that lease; the element past its credit fails the stream with
+    the loop error instead of waiting, and the loop never waits."""
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+
+    def subscribe(observer: Any, scheduler: Any = None) -> Any:
+        observer.on_next(0)
+
+        async def on_the_loop() -> None:
+            for i in range(1, 6):
+                observer.on_next(i)
+
+        asyncio.run_coroutine_threadsafe(on_the_loop(), loop).result(5)
+        observer.on_completed()
+        return None
+
+    try:
+        sub: RecordingSubscriber[int] = RecordingSubscriber(3)
+        from_observable(reactivex.create(subscribe)).subscribe(sub)
+        sub.await_terminal()
+        assert sub.elements == [0, 1, 2]
+        assert isinstance(sub.error, RuntimeError) and "event loop" in str(sub.error)
+        sub.assert_no_violations()
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(5)
+        loop.close()
+
+
 @pytest.mark.asyncio
 async def test_block_fails_on_the_loop_even_with_demand_and_room() -> None:
     """block: the loop check does not depend on load, so the mistake shows in any test."""
