@@ -578,9 +578,10 @@ class DrainSubscription(Generic[T]):
                 self._leased = False  # loop, the subscription ends (§3.13) and the producer
                 self._abort(exc)  # gets it; the WIP stays held for good
                 raise
-            self._credit = credit - 1
-            if credit == 1 or self._wip != 1:  # §1.1: used up; or request / cancel / wake
-                self._settle(credit - 1)  # came (§3.3, §3.9, §3.12), from on_next or elsewhere
+            self._credit = credit = credit - 1
+            if credit and self._wip == 1:  # credit left; no request, cancel or wake came
+                return
+            self._settle(credit)  # §1.1: used up; or §3.3, §3.9, §3.12 from anywhere
             return
         self._fallback(element)
 

@@ -1450,7 +1450,7 @@ class TestEmitterLease:
         and leaves the drain to the revoker; nothing is renewed (§1.1, §1.3)."""
         source, drain, sub = leased(RecordingSubscriber(10))
         source.push(0)
-        paused = PausedAt(DrainSubscription._offer, "if credit == 1 or self._wip != 1:")
+        paused = PausedAt(DrainSubscription._offer, "if credit and self._wip == 1:")
         paused.start(lambda: source.push(1))
         drain.revoke_lease()
         assert drain.demand == 8
@@ -1467,7 +1467,7 @@ class TestEmitterLease:
         the lease; more demand later goes through the regular path, never a new lease."""
         source, drain, sub = leased(RecordingSubscriber(2))
         source.push(0)
-        paused = PausedAt(DrainSubscription._offer, "if credit == 1 or self._wip != 1:")
+        paused = PausedAt(DrainSubscription._offer, "if credit and self._wip == 1:")
         paused.start(lambda: source.push(1))
         drain.revoke_lease()
         paused.resume()

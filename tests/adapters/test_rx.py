@@ -478,7 +478,7 @@ class TestBlockLease:
         arrives once, never two at a time (checked), and the stream completes; only the
         order of elements emitted at once is not kept."""
         a_inside, a_leave = threading.Event(), threading.Event()
-        a_paused = PausedAt(DrainSubscription._offer, "# came (§3.3, §3.9, §3.12)")
+        a_paused = PausedAt(DrainSubscription._offer, "self._settle(credit)")
 
         def hook(element: int) -> None:
             if element == 0:
