@@ -24,7 +24,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from threading import get_ident
-from typing import Any, Final, Generic, TypeVar, final
+from typing import Any, Final, Generic, TypeVar, cast, final
 
 from adapters._extras import missing_extra
 
@@ -34,7 +34,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environm
     raise missing_extra(exc, "adapters.rx", "rx") from exc
 from reactivex import Observable
 from reactivex.abc import DisposableBase, ObserverBase, SchedulerBase
-from reactivex.disposable import Disposable
+from reactivex.disposable import Disposable, SingleAssignmentDisposable
 from reactivex.scheduler import CurrentThreadScheduler, NewThreadScheduler, TimeoutScheduler
 from reactivex.scheduler.periodicscheduler import PeriodicScheduler
 from reactivex.subject import Subject
@@ -109,6 +109,84 @@ def _dispose(disposable: DisposableBase | None) -> None:
             disposable.dispose()
         except Exception as exc:
             report_dropped(exc, where="disposing an Rx subscription")
+
+
+class _DirectObserver(Generic[T]):
+    """Rx's ``AutoDetachObserver`` less its frame on each element: ``on_next`` is the caller's
+    callable itself. The terminal signals do what Rx's do: the first one is passed on, later
+    ones are ignored, and the Rx subscription is disposed after it; ``dispose()`` (our
+    cancel) silences them too. An element after the end or a dispose still reaches
+    ``on_next``, which must ignore it (ours do: the source has ended)."""
+
+    __slots__ = ("_on_completed", "_on_error", "_stopped", "on_next", "subscription")
+
+    def __init__(
+        self,
+        on_next: Callable[[T], None],
+        on_error: Callable[[Exception], None],
+        on_completed: Callable[[], None],
+    ) -> None:
+        self.on_next = on_next
+        self._on_error = on_error
+        self._on_completed = on_completed
+        self._stopped = False
+        self.subscription = SingleAssignmentDisposable()
+
+    def on_error(self, error: Exception) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self._on_error(error)
+        finally:
+            self.subscription.dispose()
+
+    def on_completed(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self._on_completed()
+        finally:
+            self.subscription.dispose()
+
+    def dispose(self) -> None:
+        self._stopped = True
+        self.subscription.dispose()
+
+
+ObserverBase.register(_DirectObserver)  # an Observer to whoever checks: it is one
+
+
+def _subscribe_direct(
+    observable: Observable[T],
+    on_next: Callable[[T], None],
+    on_error: Callable[[Exception], None],
+    on_completed: Callable[[], None],
+    scheduler: SchedulerBase | None,
+) -> DisposableBase:
+    """``observable.subscribe(on_next, on_error, on_completed, scheduler=scheduler)``, with
+    Rx calling ``on_next`` directly: one Python frame less per element (the rx benchmark's
+    ``block`` went from 0.48x to 0.56x of RxPY's own ``subscribe`` with it). Called inside
+    Rx's trampoline (see ``_ObservableSource._subscribe``), where ``subscribe`` sets none up.
+    An Observable whose class has a ``subscribe`` of its own is subscribed through it."""
+    if type(observable).subscribe is not Observable.subscribe:
+        return observable.subscribe(on_next, on_error, on_completed, scheduler=scheduler)
+    observer = _DirectObserver(on_next, on_error, on_completed)
+    try:
+        subscribed: Any = observable._subscribe_core(cast(ObserverBase[T], observer), scheduler)
+    except _Stop:
+        raise
+    except Exception as exc:  # §1.4, as Rx's subscribe does: the error is the stream's,
+        if observer._stopped:  # unless it has ended: then the caller reports it
+            raise
+        observer._stopped = True
+        on_error(exc)
+    else:
+        if not isinstance(subscribed, DisposableBase) and not hasattr(subscribed, "dispose"):
+            subscribed = Disposable(subscribed)  # a function, or None, as Rx accepts
+        observer.subscription.disposable = subscribed
+    return Disposable(observer.dispose)
 
 
 class _BufferSource(Source[T]):
@@ -438,11 +516,8 @@ class _ObservableSource(_BufferSource[T]):
         if isinstance(scheduler, CurrentThreadScheduler):
             scheduler = None  # the trampoline that runs this: the source's own default
         try:
-            disposable = self._observable.subscribe(
-                on_next=self._emit,
-                on_error=self.on_error,
-                on_completed=self.on_completed,
-                scheduler=scheduler,
+            disposable = _subscribe_direct(
+                self._observable, self._emit, self.on_error, self.on_completed, scheduler
             )
         except _Stop:
             raise

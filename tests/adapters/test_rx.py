@@ -1127,6 +1127,161 @@ def test_subscribe_failure_becomes_on_error() -> None:
         assert isinstance(sub.error, RuntimeError) and sub.subscription is not None
 
 
+# -- the observer Rx calls: Rx's own less its frame per element ---------------------------------
+
+
+def _capture(observers: list[Any], disposed: threading.Event) -> Observable[int]:
+    """A hot source the test drives by hand: it keeps the observer it is given."""
+
+    def subscribe(observer: Any, scheduler: Any = None) -> Disposable:
+        observers.append(observer)
+        return Disposable(disposed.set)
+
+    return reactivex.create(subscribe)
+
+
+@pytest.mark.parametrize("strategy", ["block", "buffer", "drop", "latest"])
+@pytest.mark.parametrize("end", ["completed", "error"])
+def test_rx_ending_disposes_its_subscription_while_elements_wait_for_demand(
+    strategy: str, end: str
+) -> None:
+    """As Rx's own observer does: the Observable's end disposes its subscription at once
+    (an operator chain lets go of its resources), not once the slow subscriber has taken
+    the buffered elements and the end."""
+    observers: list[Any] = []
+    disposed = threading.Event()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+    from_observable(_capture(observers, disposed), overflow=strategy).subscribe(sub)
+    sub.await_condition(lambda: bool(observers), what="the Rx subscription")
+    for i in range(3):
+        observers[0].on_next(i)
+    if end == "completed":
+        observers[0].on_completed()
+    else:
+        observers[0].on_error(ValueError("the end"))
+    assert disposed.wait(5), "the Rx subscription outlived the Observable's end"
+    assert sub.elements == [0] and not sub.completed and sub.error is None
+
+
+@pytest.mark.parametrize("after", ["cancel", "completion"])
+def test_rx_signals_after_a_cancel_or_the_end_are_ignored_quietly(
+    after: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As with Rx's own observer, an Observable that signals once it was disposed (racing a
+    cancel) or after its own end reaches nobody, and nothing is reported."""
+    observers: list[Any] = []
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    with caplog.at_level(logging.DEBUG, logger="rs_core"):
+        from_observable(_capture(observers, threading.Event())).subscribe(sub)
+        sub.await_condition(lambda: bool(observers), what="the Rx subscription")
+        observers[0].on_next(1)
+        if after == "cancel":
+            sub.cancel()
+        else:
+            observers[0].on_completed()
+        observers[0].on_next(2)
+        observers[0].on_error(ValueError("late"))
+        observers[0].on_completed()
+        if after == "completion":
+            sub.await_terminal()
+    assert sub.elements == [1] and sub.error is None and sub.completed is (after != "cancel")
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_the_observer_an_observable_is_given_is_an_rx_observer() -> None:
+    """Code that checks what it subscribes (isinstance ObserverBase) accepts ours."""
+    observers: list[Any] = []
+    for count, strategy in enumerate(STRATEGIES, 1):
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+        from_observable(_capture(observers, threading.Event()), overflow=strategy).subscribe(sub)
+        sub.await_condition(lambda: len(observers) == count, what="the Rx subscription")
+    assert all(isinstance(o, reactivex.abc.ObserverBase) for o in observers)
+
+
+def test_an_observable_with_a_subscribe_of_its_own_is_subscribed_through_it() -> None:
+    """An Observable subclass that overrides subscribe (to trace, to count) keeps it."""
+    calls: list[Any] = []
+
+    class Traced(Observable[int]):
+        def subscribe(self, *args: Any, **kwargs: Any) -> Any:
+            calls.append(args)
+            return super().subscribe(*args, **kwargs)
+
+    inner = reactivex.range(3)
+    traced = Traced(lambda observer, scheduler=None: inner.subscribe(observer))
+    for strategy in STRATEGIES:
+        sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+        from_observable(traced, overflow=strategy).subscribe(sub)
+        sub.await_terminal()
+        assert sub.elements == [0, 1, 2] and sub.completed
+    assert len(calls) == len(STRATEGIES)
+
+
+@pytest.mark.parametrize("returns", ["a function", "None"])
+def test_a_subscribe_function_may_return_a_function_or_none_as_rx_allows(returns: str) -> None:
+    """Rx takes a plain function (or nothing) for the disposable a subscribe function
+    returns: cancel calls the function, and returning nothing is no error."""
+    disposed = threading.Event()
+    emitted = threading.Event()
+
+    def subscribe(observer: Any, scheduler: Any = None) -> Any:
+        observer.on_next(1)
+        emitted.set()
+        return disposed.set if returns == "a function" else None
+
+    for strategy in STRATEGIES:
+        disposed.clear()
+        emitted.clear()
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+        from_observable(reactivex.create(subscribe), overflow=strategy).subscribe(sub)
+        assert emitted.wait(5)
+        sub.await_condition(lambda: sub.elements == [1], what="the element")
+        sub.cancel()
+        if returns == "a function":
+            assert disposed.wait(5), strategy
+        assert sub.error is None and not sub.completed, strategy
+
+
+def test_a_subscribe_function_raising_after_its_elements_fails_the_stream_after_them() -> None:
+    """§1.4: elements emitted while subscribing (under block's lease, on the owned thread),
+    then the subscribe function raises: the elements, then on_error with that error."""
+    boom = RuntimeError("cannot go on")
+
+    def subscribe(observer: Any, scheduler: Any = None) -> Any:
+        observer.on_next(1)
+        observer.on_next(2)
+        raise boom
+
+    for strategy in STRATEGIES:
+        sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+        from_observable(reactivex.create(subscribe), overflow=strategy).subscribe(sub)
+        sub.await_terminal()
+        assert sub.elements == [1, 2] and sub.error is boom, strategy
+
+
+def test_a_subscribe_function_raising_after_its_end_is_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The stream has completed when the subscribe function raises: the error can reach
+    no subscriber, so it is reported (§1.7), never lost."""
+    boom = RuntimeError("after the end")
+
+    def subscribe(observer: Any, scheduler: Any = None) -> Any:
+        observer.on_completed()
+        raise boom
+
+    with caplog.at_level(logging.ERROR, logger="rs_core"):
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+        from_observable(reactivex.create(subscribe)).subscribe(sub)
+        sub.await_terminal()
+        sub.await_condition(
+            lambda: any(r.exc_info and r.exc_info[1] is boom for r in caplog.records),
+            what="the report",
+        )
+    assert sub.completed and sub.error is None
+    assert any("§1.7" in r.getMessage() for r in caplog.records)
+
+
 # -- to_observable ------------------------------------------------------------------------------
 
 
