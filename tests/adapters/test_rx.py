@@ -1194,7 +1194,7 @@ def test_the_observer_an_observable_is_given_is_an_rx_observer() -> None:
     for count, strategy in enumerate(STRATEGIES, 1):
         sub: RecordingSubscriber[int] = RecordingSubscriber(1)
         from_observable(_capture(observers, threading.Event()), overflow=strategy).subscribe(sub)
-        sub.await_condition(lambda: len(observers) == count, what="the Rx subscription")
+        sub.await_condition(lambda n=count: len(observers) == n, what="the Rx subscription")
     assert all(isinstance(o, reactivex.abc.ObserverBase) for o in observers)
 
 
@@ -1235,7 +1235,7 @@ def test_a_subscribe_function_may_return_a_function_or_none_as_rx_allows(returns
         sub: RecordingSubscriber[int] = RecordingSubscriber(1)
         from_observable(reactivex.create(subscribe), overflow=strategy).subscribe(sub)
         assert emitted.wait(5)
-        sub.await_condition(lambda: sub.elements == [1], what="the element")
+        sub.await_condition(lambda s=sub: s.elements == [1], what="the element")
         sub.cancel()
         if returns == "a function":
             assert disposed.wait(5), strategy
