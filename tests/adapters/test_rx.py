@@ -22,7 +22,7 @@ import reactivex
 from reactivex import Observable
 from reactivex import operators as ops
 from reactivex.disposable import Disposable
-from reactivex.scheduler import NewThreadScheduler
+from reactivex.scheduler import CurrentThreadScheduler, NewThreadScheduler
 from reactivex.subject import Subject
 from reactivex.testing import TestScheduler
 
@@ -1199,7 +1199,8 @@ def test_the_observer_an_observable_is_given_is_an_rx_observer() -> None:
 
 
 def test_an_observable_with_a_subscribe_of_its_own_is_subscribed_through_it() -> None:
-    """An Observable subclass that overrides subscribe (to trace, to count) keeps it."""
+    """An Observable whose subscribe is overridden (to trace, to count), in a subclass or on
+    the instance, keeps it."""
     calls: list[Any] = []
 
     class Traced(Observable[int]):
@@ -1209,12 +1210,98 @@ def test_an_observable_with_a_subscribe_of_its_own_is_subscribed_through_it() ->
 
     inner = reactivex.range(3)
     traced = Traced(lambda observer, scheduler=None: inner.subscribe(observer))
+    patched = reactivex.range(3)  # or on the instance
+    rx_subscribe = patched.subscribe
+    patched.subscribe = lambda *a, **k: (calls.append(a), rx_subscribe(*a, **k))[1]
+    for observable in (traced, patched):
+        for strategy in STRATEGIES:
+            sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+            from_observable(observable, overflow=strategy).subscribe(sub)
+            sub.await_terminal()
+            assert sub.elements == [0, 1, 2] and sub.completed
+    assert len(calls) == 2 * len(STRATEGIES)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("where", ["subscribe function", "scheduled action"])
+def test_an_element_after_the_observables_own_end_is_dropped_and_its_producer_returns(
+    strategy: str, where: str
+) -> None:
+    """A producer that emits after its own on_completed (Rx drops such an element quietly),
+    in the subscribe function or in an action it scheduled (the disposable handed over by
+    then): the element reaches nobody, the producer runs to its end, and the disposable is
+    disposed, the stream having ended."""
+    log: list[str] = []
+    disposed = threading.Event()
+
+    def subscribe(observer: Any, scheduler: Any = None) -> Disposable:
+        def produce(*_: Any) -> None:
+            observer.on_next(1)
+            observer.on_completed()
+            observer.on_next(2)
+            log.append("returned")
+
+        if where == "subscribe function":
+            produce()
+        else:
+            (scheduler or CurrentThreadScheduler.singleton()).schedule(produce)
+        return Disposable(disposed.set)
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    from_observable(reactivex.create(subscribe), overflow=strategy).subscribe(sub)
+    sub.await_terminal()
+    assert disposed.wait(5)
+    assert sub.elements == [1] and sub.completed and log == ["returned"]
+
+
+@pytest.mark.parametrize("end", ["cancel", "completion"])
+def test_a_subscribe_function_may_read_is_stopped_as_on_rxs_own_observer(end: str) -> None:
+    """Rx's observer says whether it still listens (``is_stopped``); a producer loop that
+    reads it stops once the subscriber cancels or the stream ends."""
+    observers: list[Any] = []
     for strategy in STRATEGIES:
+        observers.clear()
         sub: RecordingSubscriber[int] = RecordingSubscriber(10)
-        from_observable(traced, overflow=strategy).subscribe(sub)
-        sub.await_terminal()
-        assert sub.elements == [0, 1, 2] and sub.completed
-    assert len(calls) == len(STRATEGIES)
+        from_observable(_capture(observers, threading.Event()), overflow=strategy).subscribe(sub)
+        sub.await_condition(lambda: bool(observers), what="the Rx subscription")
+        assert observers[0].is_stopped is False, strategy
+        if end == "cancel":
+            sub.cancel()
+        else:
+            observers[0].on_completed()
+            sub.await_terminal()
+        assert observers[0].is_stopped is True, strategy
+
+
+def test_block_a_producer_ignoring_disposal_delivers_nothing_once_cancel_returned() -> None:
+    """block, a cold producer on the owned thread's trampoline (the subscription disposable
+    already handed over) that ignores disposal: once cancel() has returned, none of its
+    elements reaches the subscriber, and the producer is stopped at its next one."""
+    cancelled = threading.Event()
+    reached: list[int] = []
+
+    def subscribe(observer: Any, scheduler: Any = None) -> Disposable:
+        def produce(*_: Any) -> None:
+            for i in range(10):
+                if i == 2:
+                    assert cancelled.wait(5)
+                reached.append(i)
+                observer.on_next(i)
+            observer.on_completed()
+
+        (scheduler or CurrentThreadScheduler.singleton()).schedule(produce)
+        return Disposable()
+
+    before = _owned_threads()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(100)
+    from_observable(reactivex.create(subscribe)).subscribe(sub)
+    sub.await_condition(lambda: sub.elements == [0, 1], what="two elements")
+    canceller = threading.Thread(target=sub.cancel)
+    canceller.start()
+    canceller.join(5)
+    cancelled.set()
+    _owned_thread_ends(before)
+    assert sub.elements == [0, 1] and reached == [0, 1, 2] and not sub.is_terminated
 
 
 @pytest.mark.parametrize("returns", ["a function", "None"])
