@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -111,18 +112,16 @@ def _dispose(disposable: DisposableBase | None) -> None:
             report_dropped(exc, where="disposing an Rx subscription")
 
 
-def _drop(element: Any) -> None:
-    pass
-
-
 class _DirectObserver(Generic[T]):
     """Rx's ``AutoDetachObserver`` less its frame on each element: ``on_next`` is the
-    caller's callable itself, an attribute the Observable looks up at each call. What Rx's
-    observer checks per element is done by swapping that attribute once: after the end an
-    element is dropped (as Rx drops it), after a ``dispose()`` (our cancel or failure) it
-    goes to ``on_next_disposed`` (the source's regular path: it ends the lease and unwinds a
-    producer that ignores disposal). The terminal signals do what Rx's do: the first one is
-    passed on, later ones are ignored, and the Rx subscription is disposed after it.
+    caller's callable itself, an attribute the Observable looks up at each call. The
+    terminal signals do what Rx's do: the first one is passed on, later ones are ignored,
+    and the Rx subscription is disposed after it. What Rx's observer checks per element is
+    left to the callable, which must ignore an element after the end (ours do: the source
+    has ended), and to one swap: ``dispose()`` (our cancel or failure) points ``on_next`` at
+    ``on_next_disposed``, the source's regular path, which ends the lease, so a producer
+    that ignores disposal delivers nothing more and is unwound (one that kept
+    ``observer.on_next`` in a variable may deliver one element more: the lease's bound).
     ``is_stopped`` and ``fail`` are Rx's observer's too (a subscribe function may read it)."""
 
     __slots__ = (
@@ -148,44 +147,53 @@ class _DirectObserver(Generic[T]):
         self.is_stopped = False
         self.subscription = SingleAssignmentDisposable()
 
-    def _stop(self) -> bool:
-        if self.is_stopped:
-            return False
-        self.is_stopped = True
-        self.on_next = _drop
-        return True
-
     def on_error(self, error: Exception) -> None:
-        if self._stop():
-            try:
-                self._on_error(error)
-            finally:
-                self.subscription.dispose()
+        if self.is_stopped:
+            return
+        self.is_stopped = True
+        try:
+            self._on_error(error)
+        finally:
+            self.subscription.dispose()
 
     def on_completed(self) -> None:
-        if self._stop():
-            try:
-                self._on_completed()
-            finally:
-                self.subscription.dispose()
+        if self.is_stopped:
+            return
+        self.is_stopped = True
+        try:
+            self._on_completed()
+        finally:
+            self.subscription.dispose()
 
     def fail(self, error: Exception) -> bool:
         """Rx's: an error raised by the subscribe call, signalled unless the stream ended."""
-        if not self._stop():
+        if self.is_stopped:
             return False
+        self.is_stopped = True
         self._on_error(error)
         return True
 
     def dispose(self) -> None:
-        if not self.is_stopped:
-            self.is_stopped = True
-            self.on_next = self._on_next_disposed
+        self.is_stopped = True
+        self.on_next = self._on_next_disposed
         self.subscription.dispose()
 
 
 ObserverBase.register(_DirectObserver)  # an Observer to whoever checks: it is one
 
-_RX_SUBSCRIBE: Final = Observable.subscribe
+
+def _rx_subscribe() -> Callable[..., Any] | None:
+    """Rx's own ``Observable.subscribe``; None if it was replaced (patched to trace, say)
+    before this module was imported: then every Observable is subscribed through it."""
+    subscribe = Observable.subscribe
+    code = getattr(subscribe, "__code__", None)
+    module = sys.modules.get(Observable.__module__)
+    if code is None or code.co_filename != getattr(module, "__file__", None):
+        return None
+    return subscribe
+
+
+_RX_SUBSCRIBE: Final = _rx_subscribe()
 
 
 def _subscribe_direct(
@@ -202,7 +210,8 @@ def _subscribe_direct(
     Rx's trampoline (see ``_ObservableSource._subscribe``), where ``subscribe`` sets none up.
     An Observable with a ``subscribe`` of its own (its class's, its instance's, or Rx's
     patched) is subscribed through it."""
-    if getattr(observable.subscribe, "__func__", None) is not _RX_SUBSCRIBE:
+    subscribe = getattr(observable.subscribe, "__func__", None)
+    if _RX_SUBSCRIBE is None or subscribe is not _RX_SUBSCRIBE:
         return observable.subscribe(on_next, on_error, on_completed, scheduler=scheduler)
     observer = _DirectObserver(on_next, on_error, on_completed, on_next_disposed)
     try:
@@ -346,6 +355,7 @@ class _ObservableSource(_BufferSource[T]):
         "_cond",
         "_disposable",
         "_emit",
+        "_ended",
         "_interrupted",
         "_observable",
         "_on_drop",
@@ -367,6 +377,7 @@ class _ObservableSource(_BufferSource[T]):
         self._on_drop = publisher._on_drop
         self._cond = threading.Condition()
         self._interrupted = False  # cancelled: an emitter waiting for room stops waiting
+        self._ended = False  # the Observable signalled its end (an element after it is dropped)
         self._disposable: DisposableBase | None = None
         self._owner = 0  # the id of the thread ``block`` owns, while it subscribes; else 0
         self._emit: Callable[[T], None] = self.on_next  # what Rx calls (see _subscribe_now)
@@ -379,7 +390,8 @@ class _ObservableSource(_BufferSource[T]):
         if subscription is not None:
             subscription.release_lease()  # this path never runs under a lease
         if self._done:
-            self._stop_if_owned()
+            if not self._ended:  # cancelled, or failed here: unwind a producer that ignores
+                self._stop_if_owned()  # dispose(); after its own end, drop it as Rx does
             return
         if element is None:  # legal in Rx, never an element here: fail, don't raise into Rx
             self._fail(
@@ -458,10 +470,12 @@ class _ObservableSource(_BufferSource[T]):
         if isinstance(error, _Stop):
             return  # our own unwinding, routed to on_error by an Rx source
         require_error(error)
+        self._ended = True
         self.finish(error)
         self._end_lease()  # §1.4: the drain delivers it, after the buffered elements
 
     def on_completed(self) -> None:
+        self._ended = True
         self.finish(None)
         self._end_lease()
 
@@ -551,8 +565,8 @@ class _ObservableSource(_BufferSource[T]):
                 self._emit,
                 self.on_error,
                 self.on_completed,
-                self.on_next,
-                scheduler,
+                self.on_next,  # after a dispose: the same callable but for block's lease;
+                scheduler,  # it ignores what follows, close() and _fail() setting _done first
             )
         except _Stop:
             raise

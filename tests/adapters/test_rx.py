@@ -7,6 +7,7 @@ import gc
 import itertools
 import logging
 import runpy
+import subprocess
 import sys
 import threading
 import time
@@ -1223,14 +1224,15 @@ def test_an_observable_with_a_subscribe_of_its_own_is_subscribed_through_it() ->
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-@pytest.mark.parametrize("where", ["subscribe function", "scheduled action"])
+@pytest.mark.parametrize("where", ["subscribe function", "scheduled action", "saved on_next"])
 def test_an_element_after_the_observables_own_end_is_dropped_and_its_producer_returns(
     strategy: str, where: str
 ) -> None:
     """A producer that emits after its own on_completed (Rx drops such an element quietly),
     in the subscribe function or in an action it scheduled (the disposable handed over by
-    then): the element reaches nobody, the producer runs to its end, and the disposable is
-    disposed, the stream having ended."""
+    then), looking up ``observer.on_next`` at each element or once: the element reaches
+    nobody, the producer runs to its end, and the disposable is disposed, the stream having
+    ended."""
     log: list[str] = []
     disposed = threading.Event()
 
@@ -1241,8 +1243,17 @@ def test_an_element_after_the_observables_own_end_is_dropped_and_its_producer_re
             observer.on_next(2)
             log.append("returned")
 
+        def produce_saved() -> None:
+            emit = observer.on_next  # looked up once, not at each element
+            emit(1)
+            observer.on_completed()
+            emit(2)
+            log.append("returned")
+
         if where == "subscribe function":
             produce()
+        elif where == "saved on_next":
+            produce_saved()
         else:
             (scheduler or CurrentThreadScheduler.singleton()).schedule(produce)
         return Disposable(disposed.set)
@@ -1302,6 +1313,30 @@ def test_block_a_producer_ignoring_disposal_delivers_nothing_once_cancel_returne
     cancelled.set()
     _owned_thread_ends(before)
     assert sub.elements == [0, 1] and reached == [0, 1, 2] and not sub.is_terminated
+
+
+def test_rx_subscribe_patched_before_the_adapter_is_imported_is_used() -> None:
+    """Tracing that replaces Rx's Observable.subscribe before adapters.rx is imported: the
+    adapter subscribes every Observable through it, as it does a later patch."""
+    script = (
+        "import reactivex\n"
+        "from reactivex import Observable\n"
+        "calls = []\n"
+        "rx_subscribe = Observable.subscribe\n"
+        "def traced(self, *args, **kwargs):\n"
+        "    calls.append(1)\n"
+        "    return rx_subscribe(self, *args, **kwargs)\n"
+        "Observable.subscribe = traced\n"
+        "from adapters.iterables import to_iterator\n"
+        "from adapters.rx import from_observable\n"
+        "print(list(to_iterator(from_observable(reactivex.range(3)))), len(calls))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[0,", "1,", "2]", "1"]
 
 
 @pytest.mark.parametrize("returns", ["a function", "None"])
