@@ -21,16 +21,24 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Generic, TypeVar, final
 
-from adapters._extras import missing_extra
+from reactive_streams.adapters._extras import missing_extra
 
 try:
     import aioreactive  # noqa: F401
 except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
-    raise missing_extra(exc, "adapters.aioreactive", "aio") from exc
+    raise missing_extra(exc, "reactive_streams.adapters.aioreactive", "aio") from exc
 from aioreactive import AsyncAnonymousObserver, AsyncObservable, AsyncObserver
 from expression.system import AsyncDisposable
 
-from adapters.async_iterables import (
+from reactive_streams._drain import EMPTY, END, DrainSubscription, Source, _Marker
+from reactive_streams._subscription import (
+    not_an_exception,
+    reject,
+    report_dropped,
+    require_publisher,
+    require_subscriber,
+)
+from reactive_streams.adapters.async_iterables import (
     AsyncPublisherIterator,
     LoopPolicy,
     _check_loop,
@@ -38,15 +46,7 @@ from adapters.async_iterables import (
     _run_clean_up,
     _start_task,
 )
-from rs_core._drain import EMPTY, END, DrainSubscription, Source, _Marker
-from rs_core._subscription import (
-    not_an_exception,
-    reject,
-    report_dropped,
-    require_publisher,
-    require_subscriber,
-)
-from rs_core.api import Publisher, Subscriber
+from reactive_streams.api import Publisher, Subscriber
 
 __all__ = [
     "AsyncObservablePublisher",
@@ -361,7 +361,7 @@ def from_async_observable(
 
     Example:
         >>> import aioreactive as rx
-        >>> from adapters.async_iterables import to_async_iterator
+        >>> from reactive_streams.adapters.async_iterables import to_async_iterator
         >>> async def numbers():
         ...     for i in range(3):
         ...         yield i
@@ -493,7 +493,7 @@ def to_async_observable(publisher: Publisher[T], *, prefetch: int = 256) -> Asyn
 
     Example:
         >>> import aioreactive as rx
-        >>> from adapters.iterables import from_iterable
+        >>> from reactive_streams.adapters.iterables import from_iterable
         >>> async def main():
         ...     seen = []
         ...     async def asend(x):

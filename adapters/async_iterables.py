@@ -32,9 +32,9 @@ from itertools import repeat
 from types import AsyncGeneratorType, TracebackType
 from typing import Any, Final, Generic, TypeVar, final
 
-from rs_core._drain import EMPTY, END, DrainSubscription, OnLoop, Source, _Marker
-from rs_core._prefetch import PrefetchQueue
-from rs_core._subscription import (
+from reactive_streams._drain import EMPTY, END, DrainSubscription, OnLoop, Source, _Marker
+from reactive_streams._prefetch import PrefetchQueue
+from reactive_streams._subscription import (
     OneShot,
     not_an_exception,
     reject,
@@ -42,7 +42,7 @@ from rs_core._subscription import (
     require_publisher,
     require_subscriber,
 )
-from rs_core.api import Publisher, Subscriber
+from reactive_streams.api import Publisher, Subscriber
 
 __all__ = [
     "AsyncIterablePublisher",
@@ -74,7 +74,7 @@ def _start_task(
     (3.12+) runs that step inside the call. A pump started from inside the drain would then
     fetch and deliver reentrantly, finish before it is recorded as running (the stream
     stalled with demand left), and enter the subscription's context a second time (a
-    RuntimeError that wedged the loop). Shared with ``adapters.aioreactive``."""
+    RuntimeError that wedged the loop). Shared with ``reactive_streams.adapters.aioreactive``."""
     task = asyncio.Task(coro, loop=loop, context=context)
     _TASKS.add(task)
     task.add_done_callback(_TASKS.discard)
@@ -88,7 +88,7 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
 def _check_loop(loop: object) -> None:
     """A ``loop=`` argument, checked at the call: an event loop, not closed (a closed loop
     can never run the stream; one closed later fails it at subscribe). Shared with
-    ``adapters.aioreactive``."""
+    ``reactive_streams.adapters.aioreactive``."""
     if loop is None:
         return
     if not isinstance(loop, asyncio.AbstractEventLoop):
@@ -103,7 +103,7 @@ def _resolve_loop(
     """The loop a loop-bound publisher runs on at subscribe time, or the error to reject with.
 
     ``loop`` if given, else the loop running on the subscribing thread; shared with
-    ``adapters.aioreactive``.
+    ``reactive_streams.adapters.aioreactive``.
     """
     if loop is None:
         loop = asyncio._get_running_loop()
@@ -121,7 +121,7 @@ def _resolve_loop(
 
 
 LoopPolicy = OnLoop
-"""The drain policy of loop-bound publishers (kept as a name; it is ``rs_core``'s OnLoop)."""
+"""The drain policy of loop-bound publishers (kept as a name; it is the core's OnLoop)."""
 
 
 @final
@@ -761,7 +761,7 @@ def to_async_iterator(publisher: Publisher[T], *, prefetch: int = 256) -> AsyncP
         ValueError: ``prefetch`` is not a positive int.
 
     Example:
-        >>> from adapters.iterables import from_iterable
+        >>> from reactive_streams.adapters.iterables import from_iterable
         >>> async def main():
         ...     async with to_async_iterator(from_iterable("abc"), prefetch=2) as letters:
         ...         return [x async for x in letters]

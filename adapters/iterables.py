@@ -6,8 +6,9 @@
 - ``to_iterator``: a blocking iterator over any Publisher that keeps at most ``prefetch``
   elements requested ahead of consumption (replenishing at 75%). Signals may arrive on any
   thread; the consuming thread blocks in ``__next__``, so never call it on a running event
-  loop (use ``adapters.async_iterables.to_async_iterator`` there). ``close()``, leaving a
-  ``with`` block, or dropping the iterator (its last reference) cancels the subscription.
+  loop (use ``reactive_streams.adapters.async_iterables.to_async_iterator`` there).
+  ``close()``, leaving a ``with`` block, or dropping the iterator (its last reference) cancels
+  the subscription.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from concurrent.futures import Executor
 from types import TracebackType
 from typing import Final, Generic, TypeVar, final
 
-from rs_core._drain import EMPTY, END, OnExecutor
-from rs_core._prefetch import PrefetchQueue
-from rs_core._subscription import require_publisher
-from rs_core.api import Publisher
-from rs_core.publishers._iterable import IterablePublisher
+from reactive_streams._drain import EMPTY, END, OnExecutor
+from reactive_streams._prefetch import PrefetchQueue
+from reactive_streams._subscription import require_publisher
+from reactive_streams.api import Publisher
+from reactive_streams.publishers._iterable import IterablePublisher
 
 __all__ = ["BlockingIterator", "from_iterable", "to_iterator"]
 
@@ -58,7 +59,8 @@ def from_iterable(iterable: Iterable[T], *, executor: Executor | None = None) ->
 
 _NOT_ON_LOOP: Final = (
     "to_iterator() blocks the calling thread, and this thread runs an asyncio event loop; "
-    "use adapters.async_iterables.to_async_iterator() here, or iterate in another thread "
+    "use reactive_streams.adapters.async_iterables.to_async_iterator() here, "
+    "or iterate in another thread "
     "(asyncio.to_thread)"
 )
 

@@ -27,12 +27,12 @@ from collections.abc import Callable
 from threading import get_ident
 from typing import Any, Final, Generic, TypeVar, cast, final
 
-from adapters._extras import missing_extra
+from reactive_streams.adapters._extras import missing_extra
 
 try:
     import reactivex
 except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
-    raise missing_extra(exc, "adapters.rx", "rx") from exc
+    raise missing_extra(exc, "reactive_streams.adapters.rx", "rx") from exc
 from reactivex import Observable
 from reactivex.abc import DisposableBase, ObserverBase, SchedulerBase
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
@@ -40,10 +40,10 @@ from reactivex.scheduler import CurrentThreadScheduler, NewThreadScheduler, Time
 from reactivex.scheduler.periodicscheduler import PeriodicScheduler
 from reactivex.subject import Subject
 
-from rs_core._demand import UNBOUNDED, add_cap
-from rs_core._drain import EMPTY, END, DrainSubscription, Source, _Marker
-from rs_core._prefetch import PrefetchQueue
-from rs_core._subscription import (
+from reactive_streams._demand import UNBOUNDED, add_cap
+from reactive_streams._drain import EMPTY, END, DrainSubscription, Source, _Marker
+from reactive_streams._prefetch import PrefetchQueue
+from reactive_streams._subscription import (
     CANCELLED,
     reject,
     report_dropped,
@@ -53,8 +53,8 @@ from rs_core._subscription import (
     require_subscriber,
     require_subscription,
 )
-from rs_core.api import Processor, Publisher, Subscriber, Subscription
-from rs_core.errors import OverflowViolation
+from reactive_streams.api import Processor, Publisher, Subscriber, Subscription
+from reactive_streams.errors import OverflowViolation
 
 __all__ = [
     "ObservablePublisher",
@@ -707,7 +707,7 @@ def from_observable(
             or an ``on_drop`` given to a strategy that never drops.
 
     Example:
-        >>> from adapters.iterables import to_iterator
+        >>> from reactive_streams.adapters.iterables import to_iterator
         >>> list(to_iterator(from_observable(reactivex.range(3))))
         [0, 1, 2]
     """
@@ -788,7 +788,7 @@ def to_observable(publisher: Publisher[T], *, prefetch: int = 256) -> Observable
     observer on the thread the publisher signals on; ``dispose()`` cancels (§3.12).
 
     Example:
-        >>> from adapters.iterables import from_iterable
+        >>> from reactive_streams.adapters.iterables import from_iterable
         >>> to_observable(from_iterable("ab")).subscribe(print)  # doctest: +ELLIPSIS
         a
         b
@@ -1214,7 +1214,7 @@ def rx_processor(*operators: Callable[[Any], Any], buffer_size: int = 256) -> Pr
 
     Example:
         >>> from reactivex import operators as ops
-        >>> from adapters.iterables import from_iterable, to_iterator
+        >>> from reactive_streams.adapters.iterables import from_iterable, to_iterator
         >>> stage = rx_processor(ops.map(lambda x: x * 10), ops.filter(lambda x: x > 10))
         >>> from_iterable(range(4)).subscribe(stage)
         >>> list(to_iterator(stage))

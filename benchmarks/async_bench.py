@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from adapters.async_iterables import from_async_iterable, to_async_iterator
 from benchmarks._harness import Result, compare
+from reactive_streams.adapters.async_iterables import from_async_iterable, to_async_iterator
 
 __all__ = ["run"]
 

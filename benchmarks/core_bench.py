@@ -1,4 +1,4 @@
-"""Benchmarks of rs_core and the iterables adapter, each beside a baseline from the same run."""
+"""Benchmarks of the core and the iterables adapter, each beside a baseline from the same run."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from adapters.iterables import from_iterable, to_iterator
 from benchmarks._harness import Result, compare
-from rs_core import UNBOUNDED, Publisher, Subscription, publish_on
+from reactive_streams import UNBOUNDED, Publisher, Subscription, publish_on
+from reactive_streams.adapters.iterables import from_iterable, to_iterator
 
 __all__ = ["run"]
 

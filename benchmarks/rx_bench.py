@@ -13,10 +13,10 @@ from typing import Any
 import reactivex
 from reactivex.subject import Subject
 
-from adapters.rx import from_observable
 from benchmarks._harness import Result, compare
 from benchmarks.core_bench import _Counter, _rxpy
-from rs_core import UNBOUNDED, Subscription
+from reactive_streams import UNBOUNDED, Subscription
+from reactive_streams.adapters.rx import from_observable
 
 __all__ = ["QUICK", "run"]
 

@@ -66,7 +66,7 @@ def _frame(spark: Any, rows: int) -> Any:
 
 
 def _ours(df: Any, mode: str, expected: int, prefetch: bool = False) -> Callable[[], int]:
-    from spark import from_dataframe
+    from reactive_streams.spark import from_dataframe
 
     def go() -> int:
         if mode == "rows":
@@ -121,7 +121,7 @@ def _result(
 _RSS_SCRIPT = textwrap.dedent(
     """
     import json, os, sys, threading, time
-    from spark.local import local_session
+    from reactive_streams.spark.local import local_session
     rows, how = int(sys.argv[1]), sys.argv[2]
     page = os.sysconf("SC_PAGE_SIZE")
 
@@ -147,8 +147,8 @@ _RSS_SCRIPT = textwrap.dedent(
     if how == "collect":
         n = len(df.collect())
     else:
-        from adapters.iterables import to_iterator
-        from spark import from_dataframe
+        from reactive_streams.adapters.iterables import to_iterator
+        from reactive_streams.spark import from_dataframe
         n = 0
         mode = "arrow" if how == "arrow" else "rows"
         for element in to_iterator(from_dataframe(df, mode=mode), prefetch=16):
@@ -205,7 +205,7 @@ def run(
         repeats: timed runs of each side (after one warm-up), best kept.
         rss_rows: rows for the peak-RSS lines (default ``5 * rows``: 10M for 2M).
     """
-    from spark.local import local_session
+    from reactive_streams.spark.local import local_session
 
     rss_rows = 5 * rows if rss_rows is None else rss_rows
     results: list[dict[str, Any]] = []

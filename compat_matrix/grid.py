@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from compat_matrix._tck_run import optional_missing
-from rs_core import Publisher, Subscriber, Subscription, publish_on
-from rs_core._demand import add_cap
+from reactive_streams import Publisher, Subscriber, Subscription, publish_on
+from reactive_streams._demand import add_cap
 
 __all__ = ["Cell", "Sink", "Source", "run_grid", "sinks", "sources"]
 
@@ -177,11 +177,11 @@ class _TapSubscriber:
 def sources(spark: bool = False) -> Iterator[Source | tuple[str, str, str]]:
     """Every available source; ``(name, reason)`` for one whose library is missing.
     ``spark=True`` adds the Spark sources (starts a local Spark session)."""
-    from adapters.iterables import from_iterable
+    from reactive_streams.adapters.iterables import from_iterable
 
     yield Source("from_iterable(generator)", lambda n, taken: from_iterable(_gen(n, taken)))
     try:
-        from adapters.async_iterables import from_async_iterable
+        from reactive_streams.adapters.async_iterables import from_async_iterable
 
         yield Source(
             "from_async_iterable",
@@ -192,7 +192,7 @@ def sources(spark: bool = False) -> Iterator[Source | tuple[str, str, str]]:
     try:
         import reactivex
 
-        from adapters.rx import from_observable
+        from reactive_streams.adapters.rx import from_observable
 
         yield Source(
             "from_observable(block)",
@@ -205,7 +205,7 @@ def sources(spark: bool = False) -> Iterator[Source | tuple[str, str, str]]:
     except ImportError as exc:
         yield _missing("from_observable", exc)
     try:
-        from adapters.aioreactive import from_async_observable
+        from reactive_streams.adapters.aioreactive import from_async_observable
 
         yield Source(
             "from_async_observable",
@@ -226,7 +226,7 @@ def sources(spark: bool = False) -> Iterator[Source | tuple[str, str, str]]:
 
 def sinks() -> Iterator[Sink | tuple[str, str, str]]:
     """Every available sink; ``(name, reason)`` for one whose library is missing."""
-    from adapters.iterables import to_iterator
+    from reactive_streams.adapters.iterables import to_iterator
 
     def to_iterator_sink(
         publisher: Publisher[Any], consume: Callable[[Any], None], delay: float
@@ -238,7 +238,7 @@ def sinks() -> Iterator[Sink | tuple[str, str, str]]:
 
     yield Sink("to_iterator", to_iterator_sink)
     try:
-        from adapters.async_iterables import to_async_iterator
+        from reactive_streams.adapters.async_iterables import to_async_iterator
 
         def to_async_iterator_sink(
             publisher: Publisher[Any], consume: Callable[[Any], None], delay: float
@@ -254,7 +254,7 @@ def sinks() -> Iterator[Sink | tuple[str, str, str]]:
     except ImportError as exc:
         yield _missing("to_async_iterator", exc)
     try:
-        from adapters.rx import to_observable
+        from reactive_streams.adapters.rx import to_observable
 
         def to_observable_sink(
             publisher: Publisher[Any], consume: Callable[[Any], None], delay: float

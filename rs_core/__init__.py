@@ -1,15 +1,15 @@
 """Reactive Streams for Python: the protocol, the machinery every publisher reuses, the TCK.
 
-See ``docs/`` for the Python reading of the rules; ``rs_core.tck`` holds the verification
+See ``docs/`` for the Python reading of the rules; ``reactive_streams.tck`` holds the verification
 base classes.
 """
 
-from rs_core._checked import checked
-from rs_core._demand import UNBOUNDED
-from rs_core.api import Processor, Publisher, Subscriber, Subscription
-from rs_core.errors import IllegalRequestError, OverflowViolation, ProtocolViolation
-from rs_core.publishers._publish_on import publish_on
-from rs_core.subscribers._base import BaseSubscriber
+from reactive_streams._checked import checked
+from reactive_streams._demand import UNBOUNDED
+from reactive_streams.api import Processor, Publisher, Subscriber, Subscription
+from reactive_streams.errors import IllegalRequestError, OverflowViolation, ProtocolViolation
+from reactive_streams.publishers._publish_on import publish_on
+from reactive_streams.subscribers._base import BaseSubscriber
 
 __all__ = [
     "UNBOUNDED",

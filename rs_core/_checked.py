@@ -13,15 +13,15 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar, final
 
-from rs_core._demand import add_cap, check_request, produced
-from rs_core._subscription import (
+from reactive_streams._demand import add_cap, check_request, produced
+from reactive_streams._subscription import (
     cancel_quietly,
     report_dropped,
     require_publisher,
     require_subscriber,
 )
-from rs_core.api import Publisher, Subscriber, Subscription
-from rs_core.errors import OverflowViolation, ProtocolViolation
+from reactive_streams.api import Publisher, Subscriber, Subscription
+from reactive_streams.errors import OverflowViolation, ProtocolViolation
 
 __all__ = ["CheckedPublisher", "OnViolation", "checked"]
 
@@ -74,7 +74,7 @@ def checked(publisher: Publisher[T], *, on_violation: OnViolation = "raise") -> 
 
     Not checked: whether ``on_subscribe`` or a terminal signal ever comes, and §1.8 ("eventually
     stop") - they need a clock; §2.7, because ``cancel`` is thread-safe by §3.5 and every
-    Subscription in rs_core is thread-safe; §1.10 (re-subscribing the same Subscriber), which
+    Subscription here is thread-safe; §1.10 (re-subscribing the same Subscriber), which
     would need a registry of every Subscriber ever seen.
 
     Args:
@@ -83,7 +83,8 @@ def checked(publisher: Publisher[T], *, on_violation: OnViolation = "raise") -> 
             offending call, the Subscriber receives ``on_error(violation)`` once (serially,
             after any signal in progress on another thread), the upstream is cancelled, and
             every later upstream signal is dropped. ``"log"``: the violation is logged at ERROR
-            to the ``rs_core`` logger and the signal is passed on as it came. A callable: called
+            to the ``reactive_streams`` logger and the signal is passed on as it came. A callable:
+            called
             with the violation instead of logging, then the signal is passed on; whatever it
             raises propagates to the offending caller.
 
@@ -94,11 +95,11 @@ def checked(publisher: Publisher[T], *, on_violation: OnViolation = "raise") -> 
         TypeError: ``on_violation`` is neither ``"raise"``, ``"log"`` nor callable.
 
     Example:
-        >>> from adapters.iterables import from_iterable, to_iterator
+        >>> from reactive_streams.adapters.iterables import from_iterable, to_iterator
         >>> list(to_iterator(checked(from_iterable(range(3)))))
         [0, 1, 2]
         >>> from unittest.mock import Mock
-        >>> from rs_core.testing import RecordingSubscriber
+        >>> from reactive_streams.testing import RecordingSubscriber
         >>> class Eager:  # emits without waiting for demand (§1.1)
         ...     def subscribe(self, subscriber):
         ...         subscriber.on_subscribe(Mock())
@@ -106,7 +107,7 @@ def checked(publisher: Publisher[T], *, on_violation: OnViolation = "raise") -> 
         >>> sub = RecordingSubscriber()
         >>> checked(Eager()).subscribe(sub)
         Traceback (most recent call last):
-        rs_core.errors.OverflowViolation: §1.1: on_next('unrequested') but nothing was requested
+        reactive_streams.errors.OverflowViolation: §1.1: on_next('unrequested') but nothing was ...
         >>> sub.error.rule, sub.elements
         ('1.1', [])
     """

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from rs_core.errors import IllegalRequestError
+from reactive_streams.errors import IllegalRequestError
 
 __all__ = ["UNBOUNDED", "Replenisher", "add_cap", "check_request", "produced"]
 

@@ -26,9 +26,9 @@ from operator import is_, is_not
 from threading import get_ident
 from typing import Any, Final, Generic, TypeVar, final
 
-from rs_core._demand import UNBOUNDED, add_cap, check_request, produced
-from rs_core._subscription import logger, report_dropped, start_daemon
-from rs_core.api import Subscriber
+from reactive_streams._demand import UNBOUNDED, add_cap, check_request, produced
+from reactive_streams._subscription import logger, report_dropped, start_daemon
+from reactive_streams.api import Subscriber
 
 __all__ = [
     "EMPTY",

@@ -2,7 +2,7 @@
 
 Upstream it is a Subscriber that keeps at most ``prefetch`` elements requested ahead of
 consumption, replenishing ``limit`` (75% of ``prefetch``) at a time; downstream it is a
-:class:`~rs_core._drain.Source`, so the drain loop (``publish_on``), a blocking iterator
+:class:`~reactive_streams._drain.Source`, so the drain loop (``publish_on``), a blocking iterator
 (``to_iterator``) or an event loop (``to_async_iterator``) consume it alike.
 """
 
@@ -14,9 +14,9 @@ from collections.abc import Callable
 from threading import get_ident
 from typing import Generic, TypeVar, final
 
-from rs_core._demand import Replenisher, add_cap
-from rs_core._drain import EMPTY, END, QueueSink, Source, _Marker
-from rs_core._subscription import (
+from reactive_streams._demand import Replenisher, add_cap
+from reactive_streams._drain import EMPTY, END, QueueSink, Source, _Marker
+from reactive_streams._subscription import (
     CANCELLED,
     cancel_quietly,
     report_dropped,
@@ -24,8 +24,8 @@ from rs_core._subscription import (
     require_error,
     require_subscription,
 )
-from rs_core.api import Subscription
-from rs_core.errors import OverflowViolation, ProtocolViolation
+from reactive_streams.api import Subscription
+from reactive_streams.errors import OverflowViolation, ProtocolViolation
 
 __all__ = ["PrefetchQueue"]
 
@@ -46,7 +46,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
     never holds more than ``prefetch`` elements. ``close()`` cancels upstream (§3.12) and
     empties the queue (§3.13).
 
-    It is also a :class:`~rs_core._drain.QueueSink`: when the upstream is one of this
+    It is also a :class:`~reactive_streams._drain.QueueSink`: when the upstream is one of this
     project's drain publishers, the drain appends to the queue directly instead of calling
     ``on_next`` per element (its accounting already keeps §1.1).
 

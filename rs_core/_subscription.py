@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final, final
 
-from rs_core.api import Subscriber, Subscription
+from reactive_streams.api import Subscriber, Subscription
 
 __all__ = [
     "CANCELLED",
@@ -27,7 +27,7 @@ __all__ = [
     "start_daemon",
 ]
 
-logger: Final = logging.getLogger("rs_core")
+logger: Final = logging.getLogger("reactive_streams")
 
 
 @final
@@ -81,7 +81,7 @@ def start_daemon(target: Callable[..., object], *args: Any, name: str) -> bool:
 def report_dropped(error: BaseException, *, rule: str | None = None, where: str = "") -> None:
     """Report an error that can no longer be signalled to anyone (§2.13, §1.7).
 
-    Logs at ERROR to the ``rs_core`` logger, naming the rule and carrying the traceback.
+    Logs at ERROR to the ``reactive_streams`` logger, naming the rule and carrying the traceback.
     """
     prefix = f"§{rule}: " if rule else ""
     logger.error("%s%s dropped: %r", prefix, where or "error", error, exc_info=error)

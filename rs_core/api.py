@@ -1,7 +1,7 @@
 """The four interfaces of Reactive Streams, read into Python (spec §1-§4).
 
 Every signal returns ``None``. ``None`` is never an element: passing it is answered
-with ``TypeError`` (§2.13). Demand is a positive ``int``; ``rs_core.UNBOUNDED``
+with ``TypeError`` (§2.13). Demand is a positive ``int``; ``reactive_streams.UNBOUNDED``
 (2**63 - 1) means "effectively unbounded" (§3.17).
 """
 

@@ -1,4 +1,4 @@
-"""The errors rs_core raises or signals.
+"""The errors reactive_streams raises or signals.
 
 Exception tree::
 

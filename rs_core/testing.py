@@ -1,4 +1,4 @@
-"""Test tools for code built on rs_core: a recording subscriber with explicit request control,
+"""Test tools for code built on this library: a recording subscriber with explicit request control,
 and a recording subscription to hand a subscriber under test.
 
 ``RecordingSubscriber`` records every signal, counts demand, notices protocol violations
@@ -20,9 +20,9 @@ from contextlib import contextmanager
 from types import FrameType, FunctionType
 from typing import Any, Generic, TypeVar
 
-from rs_core._demand import UNBOUNDED
-from rs_core._subscription import require_element, require_error, require_subscription
-from rs_core.api import Publisher, Subscription
+from reactive_streams._demand import UNBOUNDED
+from reactive_streams._subscription import require_element, require_error, require_subscription
+from reactive_streams.api import Publisher, Subscription
 
 __all__ = [
     "CountedIterable",

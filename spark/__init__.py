@@ -2,11 +2,12 @@
 
 ``from_dataframe`` streams a DataFrame with demand, ``from_stream`` a streaming query;
 ``to_dataframe``, ``write_parquet`` and ``write_table`` take a Publisher into Spark batch by
-batch. ``python -m spark`` runs the main pipeline. Needs the ``spark`` extra (pyspark,
-pyarrow) and Java 17; ``spark.local`` starts local sessions and a local Connect server.
+batch. ``python -m reactive_streams.spark`` runs the main pipeline. Needs the ``spark`` extra
+(pyspark, pyarrow) and Java 17; ``reactive_streams.spark.local`` starts local sessions and a local
+Connect server.
 """
 
-from adapters._extras import missing_extra
+from reactive_streams.adapters._extras import missing_extra
 
 try:
     import pyarrow  # noqa: F401
@@ -14,7 +15,7 @@ try:
 except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
     raise missing_extra(exc, "the spark package", "spark") from exc
 
-from spark.dataframe import (
+from reactive_streams.spark.dataframe import (
     BatchSubscriber,
     DataFramePublisher,
     WriteStats,
@@ -23,7 +24,7 @@ from spark.dataframe import (
     write_parquet,
     write_table,
 )
-from spark.streaming import StreamPublisher, from_stream
+from reactive_streams.spark.streaming import StreamPublisher, from_stream
 
 __all__ = [
     "BatchSubscriber",

@@ -1,4 +1,4 @@
-"""``python -m spark`` (``make demo``): Spark events -> RxPY -> a slow asyncio consumer.
+"""``python -m reactive_streams.spark``: Spark events -> RxPY -> a slow asyncio consumer.
 
 A DataFrame of synthetic events is streamed with ``from_dataframe`` through ``rx_processor``
 (parse, filter, a ten-second tumbling event-time window aggregate), across ``publish_on``, into a
@@ -23,10 +23,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlparse
 
-from spark.local import SparkStartError, java_problem, local_session
+from reactive_streams.spark.local import SparkStartError, java_problem, local_session
 
 if TYPE_CHECKING:  # the pipeline needs the rx and spark extras: imported by main() only
-    from spark.pipeline import Config, Summary
+    from reactive_streams.spark.pipeline import Config, Summary
 
 _INTERRUPTED: Final = 130  # the shell's status for a process ended by Ctrl-C (128 + SIGINT)
 _MASTER: Final = re.compile(
@@ -81,7 +81,8 @@ def _master(text: str) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m spark", description=__doc__.split("\n\n")[0] if __doc__ else None
+        prog="python -m reactive_streams.spark",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     parser.add_argument("--rows", type=_rows, default=2_000_000, help="events (default 2M)")
     parser.add_argument(
@@ -242,7 +243,7 @@ def _quiet_serving_abort(session: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # a bad flag: exit 2, naming it
     try:
-        from spark.pipeline import Config, Meter, Window, run
+        from reactive_streams.spark.pipeline import Config, Meter, Window, run
     except ImportError as exc:
         print(f"the main job needs the rx and spark extras: {exc}", file=sys.stderr)
         return 2
@@ -292,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         if bar is not None:
             bar.close()
-        from spark._partitions import join_reads
+        from reactive_streams.spark._partitions import join_reads
 
         released = join_reads(timeout=5.0)  # the cancel is under way: let the read end
         print(
@@ -317,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def summary_lines(summary: Summary, config: Config) -> list[str]:
-    """The summary a run prints: a :class:`spark.pipeline.Summary` and its ``Config``."""
+    """The summary a run prints: a pipeline ``Summary`` and its ``Config``."""
     held = summary.max_in_flight <= summary.bound
     totals = summary.totals
     if summary.spark_jobs is None:

@@ -41,7 +41,7 @@ from typing import Any, Final, Literal
 import pyarrow as pa
 import pyspark.serializers
 
-from rs_core._subscription import start_daemon
+from reactive_streams._subscription import start_daemon
 
 _ser: Any = pyspark.serializers  # untyped module: the framing helpers of the py4j sockets
 

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar, final, 
 
 import pyarrow as pa
 
-from rs_core._demand import add_cap, check_request, produced
-from rs_core._drain import EMPTY, END, DrainSubscription, OnExecutor, Source, _Marker
-from rs_core._subscription import (
+from reactive_streams._demand import add_cap, check_request, produced
+from reactive_streams._drain import EMPTY, END, DrainSubscription, OnExecutor, Source, _Marker
+from reactive_streams._subscription import (
     CANCELLED,
     reject,
     report_dropped,
@@ -39,9 +39,9 @@ from rs_core._subscription import (
     require_subscriber,
     require_subscription,
 )
-from rs_core.api import Publisher, Subscriber, Subscription
-from rs_core.errors import OverflowViolation
-from spark._partitions import (
+from reactive_streams.api import Publisher, Subscriber, Subscription
+from reactive_streams.errors import OverflowViolation
+from reactive_streams.spark._partitions import (
     DaemonThread,
     Mode,
     Reader,
@@ -275,7 +275,7 @@ def from_dataframe(
             ``job_tag`` that is empty or holds a comma.
 
     Example:
-        >>> from adapters.iterables import to_iterator
+        >>> from reactive_streams.adapters.iterables import to_iterator
         >>> rows = list(to_iterator(from_dataframe(spark.range(3))))  # doctest: +SKIP
     """
     check_read_options(mode, max_rows_per_batch)

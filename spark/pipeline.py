@@ -21,8 +21,8 @@ from typing import Any, Final, Literal, NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rs_core import Publisher, Subscriber, Subscription, publish_on
-from spark.dataframe import from_dataframe, refuse_on_loop
+from reactive_streams import Publisher, Subscriber, Subscription, publish_on
+from reactive_streams.spark.dataframe import from_dataframe, refuse_on_loop
 
 __all__ = [
     "EVENTS_PER_WINDOW",
@@ -288,7 +288,7 @@ def rx_stage(mode: Literal["rows", "arrow"], meter: Meter, buffer_size: int) -> 
     import reactivex
     from reactivex import operators as ops
 
-    from adapters.rx import rx_processor
+    from reactive_streams.adapters.rx import rx_processor
 
     def drop_row(event: tuple[int, str, float]) -> bool:
         keep = keep_event(event)
@@ -471,7 +471,7 @@ async def _consume(
     on_window: Callable[[Window, Meter], None] | None,
 ) -> None:
     """The deliberately slow consumer: one ``asyncio.sleep`` per window."""
-    from adapters.async_iterables import to_async_iterator
+    from reactive_streams.adapters.async_iterables import to_async_iterator
 
     async for window in to_async_iterator(publisher, prefetch=config.consumer_prefetch):
         windows.append(window)
@@ -492,7 +492,7 @@ def _num_rows(batch: Any) -> int:
 
 def _jobs(spark: Any, tag: str) -> list[int] | None:
     """The ids of the jobs Spark still tracks under ``tag``; None on Spark Connect."""
-    from spark._partitions import is_connect
+    from reactive_streams.spark._partitions import is_connect
 
     if is_connect(spark):
         return None  # the Connect client cannot see the server's job list

@@ -29,10 +29,10 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, final
 
-from rs_core._drain import EMPTY, END, DrainSubscription, OnExecutor, Source, _Marker
-from rs_core._subscription import reject, require_subscriber
-from rs_core.api import Publisher, Subscriber, Subscription
-from spark._partitions import (
+from reactive_streams._drain import EMPTY, END, DrainSubscription, OnExecutor, Source, _Marker
+from reactive_streams._subscription import reject, require_subscriber
+from reactive_streams.api import Publisher, Subscriber, Subscription
+from reactive_streams.spark._partitions import (
     DaemonThread,
     Mode,
     cancel_later,

@@ -1,4 +1,4 @@
-"""rs_core.BaseSubscriber: the hooks are called only in a protocol-correct order."""
+"""reactive_streams.BaseSubscriber: the hooks are called only in a protocol-correct order."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from adapters.iterables import from_iterable
-from rs_core import UNBOUNDED, BaseSubscriber, Subscription
-from rs_core._subscription import EMPTY_SUBSCRIPTION
-from rs_core.testing import race
+from reactive_streams import UNBOUNDED, BaseSubscriber, Subscription
+from reactive_streams._subscription import EMPTY_SUBSCRIPTION
+from reactive_streams.adapters.iterables import from_iterable
+from reactive_streams.testing import race
 
 
 class Upstream:
@@ -217,14 +217,14 @@ def test_spec213_raising_hook_on_subscribe_cancels_and_routes_to_hook_on_error()
 
 
 def test_spec213_raising_hook_on_error_is_logged(caplog: pytest.LogCaptureFixture) -> None:
-    """§2.13: a raising hook_on_error is reported to the "rs_core" logger, not raised."""
+    """§2.13: a raising hook_on_error is reported to the "reactive_streams" logger, not raised."""
     oops = RuntimeError("hook_on_error bug")
     sub = Hooks()
     sub.raise_on_error = oops
     sub.on_subscribe(Upstream())
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         sub.on_error(ValueError("upstream failed"))  # returns normally
-    records = [r for r in caplog.records if r.name == "rs_core"]
+    records = [r for r in caplog.records if r.name == "reactive_streams"]
     assert len(records) == 1
     assert records[0].getMessage().startswith("§2.13: ")
     assert records[0].exc_info is not None and records[0].exc_info[1] is oops
@@ -243,7 +243,7 @@ def test_a_late_on_error_is_reported_naming_its_rule_never_delivered(
     else:
         sub.cancel()
     late = RuntimeError("late")
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         sub.on_error(late)
     assert names(sub) == ["subscribe", "complete"][: 2 if end == "complete" else 1]
     reported = [r for r in caplog.records if r.exc_info is not None and r.exc_info[1] is late]
@@ -251,11 +251,11 @@ def test_a_late_on_error_is_reported_naming_its_rule_never_delivered(
 
 
 def test_default_hook_on_error_logs(caplog: pytest.LogCaptureFixture) -> None:
-    """The default hook_on_error reports the error to the "rs_core" logger."""
+    """The default hook_on_error reports the error to the "reactive_streams" logger."""
     sub: BaseSubscriber[int] = BaseSubscriber()
     sub.on_subscribe(Upstream())
     boom = RuntimeError("unhandled")
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         sub.on_error(boom)
     assert any(r.exc_info is not None and r.exc_info[1] is boom for r in caplog.records)
 
@@ -504,11 +504,11 @@ def test_spec315_a_raising_cancel_is_reported_and_the_hook_error_still_delivered
     bug = ValueError("user bug")
     sub.raise_on_next = bug
     sub.on_subscribe(Raising())
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         sub.on_next(1)  # returns normally
         sub.on_subscribe(Raising())  # a duplicate: cancelled, and that raises too
     assert ("error", bug) in sub.calls
-    reports = [r.getMessage() for r in caplog.records if r.name == "rs_core"]
+    reports = [r.getMessage() for r in caplog.records if r.name == "reactive_streams"]
     assert len(reports) == 2 and all(m.startswith("§3.15: cancel() raised") for m in reports)
 
 
@@ -519,7 +519,7 @@ class _RaisingCancel(Upstream):
 
 
 def _reports(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "rs_core"]
+    return [r.getMessage() for r in caplog.records if r.name == "reactive_streams"]
 
 
 def test_spec315_a_raising_cancel_from_cancel_is_reported_not_raised(
@@ -529,7 +529,7 @@ def test_spec315_a_raising_cancel_from_cancel_is_reported_not_raised(
     sub = Hooks(initial=1)
     upstream = _RaisingCancel()
     sub.on_subscribe(upstream)
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         sub.cancel()  # returns normally
     assert upstream.cancels == 1 and sub.is_disposed
     reports = _reports(caplog)
@@ -546,7 +546,7 @@ def test_spec315_a_raising_cancel_of_the_first_upstream_after_a_rejection_is_rep
     sub.on_subscribe(first)
     sub.on_subscribe(EMPTY_SUBSCRIPTION)
     rejected = RuntimeError("rejected")
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         sub.on_error(rejected)  # returns normally
     assert first.cancels == 1
     assert sub.calls[-1] == ("error", rejected)

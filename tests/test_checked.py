@@ -1,4 +1,4 @@
-"""rs_core.checked: each kind of violation is reported in both modes; correct publishers pass."""
+"""checked(): each kind of violation is reported in both modes; correct publishers pass."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from adapters.iterables import from_iterable, to_iterator
-from rs_core import (
+from reactive_streams import (
     UNBOUNDED,
     IllegalRequestError,
     OverflowViolation,
@@ -23,7 +22,8 @@ from rs_core import (
     checked,
     publish_on,
 )
-from rs_core.testing import RecordingSubscriber
+from reactive_streams.adapters.iterables import from_iterable, to_iterator
+from reactive_streams.testing import RecordingSubscriber
 
 MODES = ["raise", "log"]
 
@@ -102,7 +102,7 @@ def offend(
         violation = info.value
     else:
         caplog.clear()
-        with caplog.at_level(logging.ERROR, logger="rs_core"):
+        with caplog.at_level(logging.ERROR, logger="reactive_streams"):
             if passes is None:
                 call()
             else:
@@ -111,7 +111,7 @@ def offend(
         logged = [
             r.exc_info[1]
             for r in caplog.records
-            if r.name == "rs_core" and r.levelno == logging.ERROR and r.exc_info
+            if r.name == "reactive_streams" and r.levelno == logging.ERROR and r.exc_info
         ]
         assert len(logged) == 1, caplog.text
         assert isinstance(logged[0], ProtocolViolation)
@@ -268,13 +268,13 @@ def test_spec103_a_signal_nested_on_the_same_thread_without_request_is_reported(
                 seen.append(violation)
 
     subscriber.on_next_hook = reenter
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         publisher.down.on_next(1)
     if mode == "raise":
         assert [v.rule for v in seen] == ["1.3"]
         assert subscriber.elements == [1]
     else:
-        logged = [r.getMessage() for r in caplog.records if r.name == "rs_core"]
+        logged = [r.getMessage() for r in caplog.records if r.name == "reactive_streams"]
         assert len(logged) == 1 and "§1.3: on_next was signalled from inside" in logged[0]
         assert subscriber.elements == [1, 2]  # passed on as it came
 
@@ -873,7 +873,7 @@ def test_raise_mode_reports_a_later_on_error_instead_of_losing_it(
     with pytest.raises(OverflowViolation):
         publisher.down.on_next(1)
     late = RuntimeError("late failure")
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         publisher.down.on_error(late)
     assert any(r.exc_info and r.exc_info[1] is late for r in caplog.records)
     assert subscriber.error is not late

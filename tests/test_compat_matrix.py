@@ -15,10 +15,10 @@ from compat_matrix._envs import SecondRun, interleave, merge, parse_payload, run
 from compat_matrix._tck_run import CaseResult, run_case
 from compat_matrix._tck_run import TestOutcome as Outcome  # not "Test…": pytest would collect it
 from compat_matrix.grid import Cell, Sink, Source, run_cell, run_grid
-from rs_core import Publisher, Subscriber, Subscription
-from rs_core._subscription import EMPTY_SUBSCRIPTION
-from rs_core.tck import PublisherVerification, TestEnvironment
-from rs_core.testing import RecordingSubscriber
+from reactive_streams import Publisher, Subscriber, Subscription
+from reactive_streams._subscription import EMPTY_SUBSCRIPTION
+from reactive_streams.tck import PublisherVerification, TestEnvironment
+from reactive_streams.testing import RecordingSubscriber
 
 
 def test_matrix_for_iterables_passes_and_writes_markdown_and_json(tmp_path: Path) -> None:
@@ -109,7 +109,7 @@ def test_grid_cells_that_can_run_all_pass() -> None:
 
 def _eager(n: int, taken: grid.Taken) -> Publisher[int]:
     """A broken adapter: takes its whole source at subscribe, then emits with demand."""
-    from adapters.iterables import from_iterable
+    from reactive_streams.adapters.iterables import from_iterable
 
     def whole() -> list[int]:
         out = []
@@ -328,7 +328,8 @@ def test_only_a_missing_optional_library_makes_a_column_unavailable() -> None:
 
     assert optional_missing(ModuleNotFoundError("no reactivex", name="reactivex")) == "reactivex"
     assert optional_missing(ModuleNotFoundError("x", name="pyspark.sql.connect")) == "pyspark"
-    assert optional_missing(ImportError("cannot import name 'PrefetchQueeu'", name="rs_core")) == ""
+    typo = ImportError("cannot import name 'PrefetchQueeu'", name="reactive_streams")
+    assert optional_missing(typo) == ""
     assert optional_missing(ModuleNotFoundError("no adapters.rxx", name="adapters.rxx")) == ""
 
 
@@ -343,7 +344,9 @@ def test_a_case_module_with_a_broken_import_fails_the_run(
 
     def broken(name: str, *args: Any) -> Any:
         if name == "compat_matrix.cases.iterables":
-            raise ImportError("cannot import name 'PrefetchQueeu' from 'rs_core._prefetch'")
+            raise ImportError(
+                "cannot import name 'PrefetchQueeu' from 'reactive_streams._prefetch'"
+            )
         return real(name, *args)
 
     monkeypatch.setattr(_tck_run.importlib, "import_module", broken)

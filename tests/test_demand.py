@@ -1,4 +1,4 @@
-"""rs_core._demand: property tests of the only demand arithmetic in the project."""
+"""reactive_streams._demand: property tests of the only demand arithmetic in the project."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.iterables import from_iterable
-from rs_core import UNBOUNDED, IllegalRequestError, ProtocolViolation
-from rs_core._demand import Replenisher, add_cap, check_request, produced
-from rs_core.testing import RecordingSubscriber
+from reactive_streams import UNBOUNDED, IllegalRequestError, ProtocolViolation
+from reactive_streams._demand import Replenisher, add_cap, check_request, produced
+from reactive_streams.adapters.iterables import from_iterable
+from reactive_streams.testing import RecordingSubscriber
 
 demand = st.integers(min_value=0, max_value=UNBOUNDED)
 positive = st.integers(min_value=1, max_value=2**80)

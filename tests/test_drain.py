@@ -1,4 +1,4 @@
-"""rs_core._drain: the one drain loop, driven by tiny Sources under every policy."""
+"""reactive_streams._drain: the one drain loop, driven by tiny Sources under every policy."""
 
 from __future__ import annotations
 
@@ -18,9 +18,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from adapters.iterables import from_iterable
-from rs_core import UNBOUNDED, IllegalRequestError, publish_on
-from rs_core._drain import (
+from reactive_streams import UNBOUNDED, IllegalRequestError, publish_on
+from reactive_streams._drain import (
     EMPTY,
     END,
     INLINE,
@@ -30,8 +29,15 @@ from rs_core._drain import (
     OnLoop,
     QueueSink,
 )
-from rs_core._drain import Source as DrainSource
-from rs_core.testing import CountedIterable, Incomparable, PausedAt, RecordingSubscriber, race
+from reactive_streams._drain import Source as DrainSource
+from reactive_streams.adapters.iterables import from_iterable
+from reactive_streams.testing import (
+    CountedIterable,
+    Incomparable,
+    PausedAt,
+    RecordingSubscriber,
+    race,
+)
 
 T = TypeVar("T")
 
@@ -468,7 +474,7 @@ def test_spec213_raising_on_next_cancels_closes_and_logs(
     kind: type[PullSource[int]], caplog: pytest.LogCaptureFixture
 ) -> None:
     """§2.13: a subscriber raising in on_next counts as cancelled: the source is closed, nothing
-    more is signalled, and the error is logged to "rs_core" naming §2.13."""
+    more is signalled, and the error is logged to "reactive_streams" naming §2.13."""
     boom = RuntimeError("subscriber bug")
 
     def explode(element: int) -> None:
@@ -479,13 +485,13 @@ def test_spec213_raising_on_next_cancels_closes_and_logs(
     sub: RecordingSubscriber[int] = RecordingSubscriber()
     sub.on_next_hook = explode
     drain, _ = start(source, sub)
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         sub.request(5)
     assert sub.elements == [0, 1]
     assert source.closes == 1
     assert drain.is_cancelled
     assert not sub.is_terminated
-    records = [r for r in caplog.records if r.name == "rs_core"]
+    records = [r for r in caplog.records if r.name == "reactive_streams"]
     assert len(records) == 1
     assert records[0].getMessage().startswith("§2.13: ")
     assert records[0].exc_info is not None and records[0].exc_info[1] is boom
@@ -505,7 +511,7 @@ def test_spec213_raising_on_subscribe_counts_as_cancelled(
 
     source = PullSource([1])
     sub = Broken(1)
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         start(source, sub)
     assert sub.elements == []
     assert source.closes == 1
@@ -729,7 +735,7 @@ def test_spec316_an_executor_rejecting_a_later_drain_fails_the_subscriber() -> N
 
 
 def test_race_reraises_a_base_exception_raised_by_an_action() -> None:
-    """rs_core.testing.race: an action failing with a BaseException (pytest.fail()) fails the
+    """testing.race: an action failing with a BaseException (pytest.fail()) fails the
     caller, instead of dying on its thread unseen."""
 
     def fail() -> None:
@@ -740,7 +746,7 @@ def test_race_reraises_a_base_exception_raised_by_an_action() -> None:
 
 
 def test_paused_at_stops_before_the_marked_line_and_names_a_bad_marker() -> None:
-    """rs_core.testing.PausedAt: the action's thread stops before the marked line runs (a
+    """reactive_streams.testing.PausedAt: the action's thread stops before the marked line runs (a
     side effect of that line is not seen until resume()), and a marker on no line, or on
     several, is refused at once."""
     seen: list[str] = []
@@ -773,7 +779,7 @@ def test_a_policy_that_fails_after_cancel_signals_nothing(
     drain, subscriber = start(source, policy=OnLoop(loop))
     loop.run_until_complete(asyncio.sleep(0))  # the drain start() scheduled runs, goes idle
     loop.close()
-    with caplog.at_level(logging.DEBUG, logger="rs_core"):
+    with caplog.at_level(logging.DEBUG, logger="reactive_streams"):
         drain.cancel()
     assert source.closes == 1
     assert not subscriber.is_terminated
@@ -877,7 +883,7 @@ class FusedPushSource(PushSource[T]):
 def test_queue_to_queue_moves_a_batch_in_one_extend(monkeypatch: pytest.MonkeyPatch) -> None:
     """Into a QueueSink, a fused queue moves in one extend (no on_next call per element),
     every element, in order."""
-    from rs_core._prefetch import PrefetchQueue
+    from reactive_streams._prefetch import PrefetchQueue
 
     calls: list[int] = []
     original = PrefetchQueue.on_next
@@ -982,7 +988,7 @@ def test_a_sink_closed_when_its_first_chunk_lands_gets_no_further_chunk() -> Non
     (§3.12) and nothing copied stays in the sink (§3.13); the list is pulled no further."""
     import operator
 
-    from rs_core.publishers._iterable import IterablePublisher
+    from reactive_streams.publishers._iterable import IterablePublisher
 
     items = iter(list(range(5000)))
     sink = ClosingSink(request=3000)
@@ -1235,12 +1241,12 @@ class TestEmitterLease:
         sub: RecordingSubscriber[int] = RecordingSubscriber(10)
         sub.on_next_hook = explode
         source, drain, _ = leased(sub)
-        with caplog.at_level(logging.ERROR, logger="rs_core"):
+        with caplog.at_level(logging.ERROR, logger="reactive_streams"):
             for i in range(5):
                 source.push(i)
         assert sub.elements == [0, 1] and source.closes == 1 and drain.is_cancelled
         assert not sub.is_terminated
-        records = [r for r in caplog.records if r.name == "rs_core"]
+        records = [r for r in caplog.records if r.name == "reactive_streams"]
         assert len(records) == 1 and records[0].getMessage().startswith("§2.13: ")
         assert records[0].exc_info is not None and records[0].exc_info[1] is boom
 
@@ -1697,7 +1703,10 @@ def test_a_base_exception_from_on_next_ends_the_subscription_and_reaches_the_cal
     sub: RecordingSubscriber[int] = RecordingSubscriber()
     sub.on_next_hook = interrupt
     from_iterable(_closing_range(10, closed)).subscribe(sub)
-    with pytest.raises(KeyboardInterrupt), caplog.at_level(logging.DEBUG, logger="rs_core"):
+    with (
+        pytest.raises(KeyboardInterrupt),
+        caplog.at_level(logging.DEBUG, logger="reactive_streams"),
+    ):
         sub.request(5)
     assert caplog.records == []
     assert closed.is_set() and sub.elements == [0, 1] and not sub.is_terminated
@@ -1720,7 +1729,7 @@ def test_a_base_exception_on_an_executor_is_reported_and_closes_the_source(
 
     sub: RecordingSubscriber[int] = RecordingSubscriber()
     sub.on_next_hook = leave
-    with ThreadPoolExecutor(1) as pool, caplog.at_level(logging.ERROR, logger="rs_core"):
+    with ThreadPoolExecutor(1) as pool, caplog.at_level(logging.ERROR, logger="reactive_streams"):
         from_iterable(_closing_range(10, closed), executor=pool).subscribe(sub)
         sub.request(5)
         assert closed.wait(5)
@@ -1799,7 +1808,7 @@ def test_start_daemon_starts_no_thread_when_none_can_start(monkeypatch: pytest.M
     """start_daemon runs its target on a daemon thread, and returns False without running
     it when no thread can start: at interpreter exit (3.11 would wait for ever in start(),
     3.12+ raises RuntimeError), or when the system refuses one."""
-    from rs_core._subscription import start_daemon
+    from reactive_streams._subscription import start_daemon
 
     ran = threading.Event()
     assert start_daemon(ran.set, name="rs-test")

@@ -13,8 +13,8 @@ from compat_matrix._tck_run import optional_missing
 @pytest.mark.parametrize(
     ("module", "library", "extra"),
     [
-        ("adapters.rx", "reactivex", "rx"),
-        ("adapters.aioreactive", "aioreactive", "aio"),
+        ("reactive_streams.adapters.rx", "reactivex", "rx"),
+        ("reactive_streams.adapters.aioreactive", "aioreactive", "aio"),
         ("spark", "pyspark", "spark"),
     ],
 )

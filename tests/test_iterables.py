@@ -1,4 +1,4 @@
-"""adapters.iterables: from_iterable and to_iterator, both directions."""
+"""reactive_streams.adapters.iterables: from_iterable and to_iterator, both directions."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from adapters.iterables import from_iterable, to_iterator
-from rs_core import (
+from reactive_streams import (
     UNBOUNDED,
     OverflowViolation,
     ProtocolViolation,
@@ -27,7 +26,8 @@ from rs_core import (
     Subscription,
     publish_on,
 )
-from rs_core.testing import Incomparable, RecordingSubscriber, RecordingSubscription
+from reactive_streams.adapters.iterables import from_iterable, to_iterator
+from reactive_streams.testing import Incomparable, RecordingSubscriber, RecordingSubscription
 
 # -- helpers ------------------------------------------------------------------------------------
 
@@ -581,7 +581,7 @@ def test_spec107_to_iterator_reports_an_on_error_after_on_complete(
     upstream.on_next(1)
     upstream.on_complete()
     late = RuntimeError("late")
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         upstream.on_error(late)
     assert list(iterator) == [1]
     reported = [r for r in caplog.records if r.exc_info is not None and r.exc_info[1] is late]
@@ -598,7 +598,7 @@ def test_spec108_to_iterator_reports_an_on_error_racing_its_close_as_legal(
     upstream = silent.subscribers[0]
     iterator.close()
     late = RuntimeError("racing")
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         upstream.on_error(late)
     assert list(iterator) == []
     reported = [r for r in caplog.records if r.exc_info is not None and r.exc_info[1] is late]
@@ -653,7 +653,7 @@ def test_to_iterator_across_threads() -> None:
 @pytest.fixture
 def on_next_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts PrefetchQueue.on_next calls: zero means the drain filled the queue directly."""
-    from rs_core._prefetch import PrefetchQueue
+    from reactive_streams._prefetch import PrefetchQueue
 
     calls: list[int] = []
     original = PrefetchQueue.on_next
@@ -764,7 +764,7 @@ def test_in_memory_sources_are_recognised_by_their_iterator_type(
 ) -> None:
     """Only builtin containers' iterators count as in memory (never slow); a generator, a
     map or a user iterator, which may block between elements, keep the element-wise path."""
-    from rs_core.publishers._iterable import _IteratorSource
+    from reactive_streams.publishers._iterable import _IteratorSource
 
     assert _IteratorSource(iter(source)).in_memory is in_memory
 
@@ -885,7 +885,7 @@ def test_an_element_arriving_after_close_is_never_yielded_nor_kept(
     element 8 into the queue, so 8 arrives in the closed queue: next() stops instead of
     yielding it (§3.12), and the drain, on seeing the cancel, clears the queue again, so
     nothing is kept (§3.13, the QueueSink contract)."""
-    import rs_core._prefetch as prefetch_module
+    import reactive_streams._prefetch as prefetch_module
 
     at_put = threading.Event()  # the drain is about to put element 8 in
     closed = threading.Event()  # the consumer closed the iterator
@@ -1011,8 +1011,8 @@ def test_numpy_arrays_pass_publish_on_and_to_iterator() -> None:
 def test_functions_taking_a_publisher_refuse_anything_else_at_the_call(name: str) -> None:
     """None, or an object without subscribe(), is a TypeError naming the function, raised
     when it is called rather than as a failure at subscribe time."""
-    from adapters.async_iterables import to_async_iterator
-    from rs_core import checked
+    from reactive_streams import checked
+    from reactive_streams.adapters.async_iterables import to_async_iterator
 
     with ThreadPoolExecutor(1) as executor:
         functions: dict[str, Callable[[Any], object]] = {
@@ -1022,9 +1022,10 @@ def test_functions_taking_a_publisher_refuse_anything_else_at_the_call(name: str
             "checked": checked,
         }
         if name == "to_observable":
-            functions[name] = pytest.importorskip("adapters.rx").to_observable
+            functions[name] = pytest.importorskip("reactive_streams.adapters.rx").to_observable
         elif name == "to_async_observable":
-            functions[name] = pytest.importorskip("adapters.aioreactive").to_async_observable
+            aio = pytest.importorskip("reactive_streams.adapters.aioreactive")
+            functions[name] = aio.to_async_observable
         for not_a_publisher in (None, 42, [1, 2]):
             with pytest.raises(TypeError, match=rf"{name}\(\) requires a Publisher"):
                 functions[name](not_a_publisher)

@@ -1,4 +1,4 @@
-"""rs_core.publish_on: the asynchronous boundary and its bounded in-flight window."""
+"""reactive_streams.publish_on: the asynchronous boundary and its bounded in-flight window."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from typing import Any, Generic, TypeVar
 
 import pytest
 
-from adapters.iterables import from_iterable
-from rs_core import (
+from reactive_streams import (
     UNBOUNDED,
     OverflowViolation,
     Publisher,
@@ -21,9 +20,10 @@ from rs_core import (
     checked,
     publish_on,
 )
-from rs_core._drain import EMPTY, END, DrainSubscription
-from rs_core._prefetch import PrefetchQueue
-from rs_core.testing import (
+from reactive_streams._drain import EMPTY, END, DrainSubscription
+from reactive_streams._prefetch import PrefetchQueue
+from reactive_streams.adapters.iterables import from_iterable
+from reactive_streams.testing import (
     CountedIterable,
     HoldFirst,
     RecordingSubscriber,
@@ -770,7 +770,7 @@ def test_spec213_on_next_none_after_the_end_raises_and_reports_nothing(
     upstream = RecordingSubscription()
     queue.on_subscribe(upstream)
     queue.on_complete()
-    with caplog.at_level(logging.ERROR, logger="rs_core"), pytest.raises(TypeError):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"), pytest.raises(TypeError):
         queue.on_next(None)  # type: ignore[arg-type]
     assert caplog.records == []
     assert not upstream.cancelled.is_set()
@@ -810,7 +810,7 @@ def test_spec108_an_upstream_error_after_an_interrupting_cancel_is_reported(
     if ended:
         queue.on_complete()
     queue.interrupt()
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         queue.on_error(RuntimeError("read aborted by cancel"))
     assert [r.getMessage()[:5] for r in caplog.records] == ["§1.7:" if ended else "§1.8:"]
 
@@ -863,7 +863,7 @@ def test_spec107_a_second_on_error_is_reported_as_after_the_end(
     queue: PrefetchQueue[int] = PrefetchQueue(4)
     queue.on_subscribe(RecordingSubscription())
     queue.on_error(RuntimeError("first"))
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         queue.on_error(RuntimeError("second"))
     assert [r.getMessage()[:5] for r in caplog.records] == ["§1.7:"]
     with pytest.raises(RuntimeError, match="first"):
@@ -884,7 +884,7 @@ def test_spec108_an_on_error_answering_the_queues_own_cancel_is_reported_not_del
             queue.on_error(RuntimeError("cancelled"))
 
     queue.on_subscribe(AnswersCancel())
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         queue.on_next(0)
         queue.on_next(1)  # one more than the one requested
     assert [r.getMessage()[:5] for r in caplog.records] == ["§1.8:"]
@@ -906,7 +906,7 @@ def test_spec315_a_foreign_cancel_that_raises_inside_an_interrupt_is_reported(
     cancelling thread: the error is logged, never raised into that thread."""
     queue: PrefetchQueue[int] = PrefetchQueue(4)
     queue.on_subscribe(_RaisingCancel())
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         queue.interrupt()
     assert [r.getMessage()[:6] for r in caplog.records] == ["§3.15:"]
 
@@ -921,7 +921,7 @@ def test_spec315_an_overflowing_upstream_whose_cancel_raises_still_fails_the_con
     queue: PrefetchQueue[int] = PrefetchQueue(1)
     upstream = _RaisingCancel()
     queue.on_subscribe(upstream)
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         queue.on_next(0)
         queue.on_next(1)  # one more than requested: returns normally (§2.13)
     assert upstream.cancelled.is_set()
@@ -939,7 +939,7 @@ def test_spec315_close_with_an_upstream_whose_cancel_raises_still_drops_the_queu
     queue: PrefetchQueue[int] = PrefetchQueue(4)
     queue.on_subscribe(_RaisingCancel())
     queue.on_next(0)
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         queue.close()
     assert [r.getMessage()[:6] for r in caplog.records] == ["§3.15:"]
     assert len(queue) == 0
@@ -954,7 +954,7 @@ def test_spec315_a_second_on_subscribe_whose_cancel_raises_is_refused_quietly(
     first = RecordingSubscription()
     queue.on_subscribe(first)
     second = _RaisingCancel()
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         queue.on_subscribe(second)
     assert second.cancelled.is_set() and not first.cancelled.is_set()
     assert [r.getMessage()[:6] for r in caplog.records] == ["§3.15:"]
@@ -1182,7 +1182,10 @@ def test_spec316_an_interrupt_in_a_request_made_from_inside_a_request_fails_the_
             for _ in range(3):  # the 3rd poll makes request(3), from inside this call
                 queue.poll()
 
-    with caplog.at_level(logging.DEBUG, logger="rs_core"), pytest.raises(KeyboardInterrupt):
+    with (
+        caplog.at_level(logging.DEBUG, logger="reactive_streams"),
+        pytest.raises(KeyboardInterrupt),
+    ):
         queue.on_subscribe(Nested())
     assert caplog.records == []
     assert queue.poll() == 3

@@ -1,4 +1,4 @@
-"""TCK cases for ``adapters.aioreactive`` (the loop runs on the TCK's helper thread).
+"""TCK cases for ``reactive_streams.adapters.aioreactive`` (the loop: the TCK's helper thread).
 
 - ``from_async_observable`` over ``aioreactive.from_async_iterable`` of a re-iterable async
   generator (its worker awaits ``asend``, so demand paces it); the failed publisher is a
@@ -16,10 +16,10 @@ import aioreactive as rx
 from aioreactive import AsyncObservable
 from expression.system import AsyncDisposable
 
-from adapters.aioreactive import from_async_observable, to_async_observable
 from compat_matrix.cases.async_iterables import Handoff, _Numbers
-from rs_core import Publisher, Subscriber
-from rs_core.tck import PublisherVerification, SubscriberBlackboxVerification
+from reactive_streams import Publisher, Subscriber
+from reactive_streams.adapters.aioreactive import from_async_observable, to_async_observable
+from reactive_streams.tck import PublisherVerification, SubscriberBlackboxVerification
 
 
 class _FailingObservable(AsyncObservable[int]):

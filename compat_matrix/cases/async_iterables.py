@@ -1,4 +1,4 @@
-"""TCK cases for ``adapters.async_iterables`` (the loop runs on the TCK's helper thread).
+"""TCK cases for ``reactive_streams.adapters.async_iterables`` (the loop: the TCK's helper thread).
 
 - ``from_async_iterable`` over a re-iterable async generator (PublisherVerification);
 - the Subscriber inside ``to_async_iterator`` in black-box mode, twice: alone (its bounded
@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
-from adapters.async_iterables import from_async_iterable, to_async_iterator
-from rs_core import Publisher, Subscriber
-from rs_core.tck import PublisherVerification, SubscriberBlackboxVerification
+from reactive_streams import Publisher, Subscriber
+from reactive_streams.adapters.async_iterables import from_async_iterable, to_async_iterator
+from reactive_streams.tck import PublisherVerification, SubscriberBlackboxVerification
 
 T = TypeVar("T")
 

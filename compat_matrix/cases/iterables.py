@@ -1,4 +1,4 @@
-"""TCK cases for ``adapters.iterables`` (both directions) and ``rs_core.publish_on``.
+"""TCK cases for ``reactive_streams.adapters.iterables`` (both directions) and ``publish_on``.
 
 Publishers: ``from_iterable`` over a re-iterable range, over a fresh generator, with
 ``executor=``, and behind ``publish_on``. Subscriber: the one ``to_iterator`` builds (its
@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from adapters.iterables import BlockingIterator, from_iterable, to_iterator
-from rs_core import Publisher, Subscriber, Subscription, publish_on
-from rs_core.tck import (
+from reactive_streams import Publisher, Subscriber, Subscription, publish_on
+from reactive_streams.adapters.iterables import BlockingIterator, from_iterable, to_iterator
+from reactive_streams.tck import (
     ProbedSubscriber,
     PublisherVerification,
     SubscriberBlackboxVerification,

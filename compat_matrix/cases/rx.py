@@ -1,4 +1,4 @@
-"""TCK cases for ``adapters.rx`` (reactivex 4.x to 6.x).
+"""TCK cases for ``reactive_streams.adapters.rx`` (reactivex 4.x to 6.x).
 
 The subscriber cases verify the very subscriber ``to_observable`` subscribes to a publisher
 (captured through the public function), with its window drained into a live Rx observer.
@@ -13,9 +13,9 @@ from reactivex import operators as ops
 from reactivex.abc import DisposableBase
 from reactivex.scheduler import NewThreadScheduler
 
-from adapters.rx import from_observable, rx_processor, to_observable
-from rs_core import Processor, Publisher, Subscriber, Subscription
-from rs_core.tck import (
+from reactive_streams import Processor, Publisher, Subscriber, Subscription
+from reactive_streams.adapters.rx import from_observable, rx_processor, to_observable
+from reactive_streams.tck import (
     IdentityProcessorVerification,
     ProbedSubscriber,
     PublisherVerification,

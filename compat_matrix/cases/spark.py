@@ -14,8 +14,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from rs_core import Publisher, Subscriber, Subscription
-from rs_core.tck import (
+from reactive_streams import Publisher, Subscriber, Subscription
+from reactive_streams.tck import (
     ProbedSubscriber,
     PublisherVerification,
     SubscriberBlackboxVerification,
@@ -27,8 +27,8 @@ from rs_core.tck import (
 try:
     from pyspark.sql import DataFrame
 
-    from spark import BatchSubscriber, from_dataframe
-    from spark.local import java_problem, local_session
+    from reactive_streams.spark import BatchSubscriber, from_dataframe
+    from reactive_streams.spark.local import java_problem, local_session
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(f"pyspark/pyarrow not installed: {exc}") from exc
 

@@ -19,10 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import aioreactive as rx
 
-from adapters.aioreactive import from_async_observable, to_async_observable
-from adapters.async_iterables import from_async_iterable, to_async_iterator
-from adapters.iterables import from_iterable
-from rs_core import publish_on
+from reactive_streams import publish_on
+from reactive_streams.adapters.aioreactive import from_async_observable, to_async_observable
+from reactive_streams.adapters.async_iterables import from_async_iterable, to_async_iterator
+from reactive_streams.adapters.iterables import from_iterable
 
 
 def even_numbers(below: int) -> Iterator[int]:

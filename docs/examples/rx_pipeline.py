@@ -22,10 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from reactivex import operators as ops
 from reactivex.subject import Subject
 
-from adapters.async_iterables import to_async_iterator
-from adapters.iterables import from_iterable
-from adapters.rx import from_observable, rx_processor, to_observable
-from rs_core import publish_on
+from reactive_streams import publish_on
+from reactive_streams.adapters.async_iterables import to_async_iterator
+from reactive_streams.adapters.iterables import from_iterable
+from reactive_streams.adapters.rx import from_observable, rx_processor, to_observable
 
 TICKS = 100_000
 

@@ -9,9 +9,9 @@ from operator import length_hint
 from types import GeneratorType
 from typing import Final, Generic, TypeVar, final
 
-from rs_core._drain import END, INLINE, DrainPolicy, DrainSubscription, Source
-from rs_core._subscription import OneShot, reject, require_subscriber
-from rs_core.api import Subscriber
+from reactive_streams._drain import END, INLINE, DrainPolicy, DrainSubscription, Source
+from reactive_streams._subscription import OneShot, reject, require_subscriber
+from reactive_streams.api import Subscriber
 
 __all__ = ["IterablePublisher"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from concurrent.futures import Executor
 from typing import Generic, TypeVar, final
 
-from rs_core._drain import DrainSubscription, OnExecutor
-from rs_core._prefetch import PrefetchQueue
-from rs_core._subscription import require_publisher, require_subscriber
-from rs_core.api import Publisher, Subscriber
+from reactive_streams._drain import DrainSubscription, OnExecutor
+from reactive_streams._prefetch import PrefetchQueue
+from reactive_streams._subscription import require_publisher, require_subscriber
+from reactive_streams.api import Publisher, Subscriber
 
 __all__ = ["PublishOnPublisher", "publish_on"]
 
@@ -74,7 +74,7 @@ def publish_on(publisher: Publisher[T], executor: Executor, *, prefetch: int = 2
 
     Example:
         >>> from concurrent.futures import ThreadPoolExecutor
-        >>> from adapters.iterables import from_iterable, to_iterator
+        >>> from reactive_streams.adapters.iterables import from_iterable, to_iterator
         >>> with ThreadPoolExecutor(1) as pool:
         ...     list(to_iterator(publish_on(from_iterable(range(3)), pool)))
         [0, 1, 2]

@@ -6,8 +6,8 @@ import threading
 from threading import get_ident
 from typing import Generic, TypeVar
 
-from rs_core._demand import UNBOUNDED, add_cap, check_request
-from rs_core._subscription import (
+from reactive_streams._demand import UNBOUNDED, add_cap, check_request
+from reactive_streams._subscription import (
     CANCELLED,
     EMPTY_SUBSCRIPTION,
     cancel_quietly,
@@ -16,7 +16,7 @@ from rs_core._subscription import (
     require_error,
     require_subscription,
 )
-from rs_core.api import Subscription
+from reactive_streams.api import Subscription
 
 __all__ = ["BaseSubscriber"]
 

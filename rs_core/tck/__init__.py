@@ -13,7 +13,7 @@ Example::
             return from_iterable(range(elements))
 """
 
-from rs_core.tck._env import (
+from reactive_streams.tck._env import (
     ConflictDetector,
     ManualPublisher,
     ManualSubscriber,
@@ -22,9 +22,9 @@ from rs_core.tck._env import (
     TestEnvironment,
     rule,
 )
-from rs_core.tck._processor import IdentityProcessorVerification
-from rs_core.tck._publisher import PublisherVerification
-from rs_core.tck._subscriber import (
+from reactive_streams.tck._processor import IdentityProcessorVerification
+from reactive_streams.tck._publisher import PublisherVerification
+from reactive_streams.tck._subscriber import (
     ProbedSubscriber,
     SubscriberBlackboxVerification,
     SubscriberPuppet,

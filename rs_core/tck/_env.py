@@ -17,8 +17,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
-from rs_core._demand import add_cap
-from rs_core.api import Subscriber, Subscription
+from reactive_streams._demand import add_cap
+from reactive_streams.api import Subscriber, Subscription
 
 __all__ = [
     "ConflictDetector",

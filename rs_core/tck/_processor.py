@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
-from rs_core._demand import UNBOUNDED
-from rs_core.api import Processor, Publisher, Subscriber, Subscription
-from rs_core.publishers._iterable import IterablePublisher
-from rs_core.publishers._publish_on import publish_on
-from rs_core.tck._env import (
+from reactive_streams._demand import UNBOUNDED
+from reactive_streams.api import Processor, Publisher, Subscriber, Subscription
+from reactive_streams.publishers._iterable import IterablePublisher
+from reactive_streams.publishers._publish_on import publish_on
+from reactive_streams.tck._env import (
     ManualPublisher,
     ManualSubscriber,
     ManualSubscription,
@@ -23,8 +23,8 @@ from rs_core.tck._env import (
     rule,
     skip,
 )
-from rs_core.tck._publisher import PublisherVerification
-from rs_core.tck._subscriber import SubscriberWhiteboxVerification, WhiteboxSubscriberProbe
+from reactive_streams.tck._publisher import PublisherVerification
+from reactive_streams.tck._subscriber import SubscriberWhiteboxVerification, WhiteboxSubscriberProbe
 
 __all__ = ["IdentityProcessorVerification"]
 

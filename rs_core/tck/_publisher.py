@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Generic, TypeVar
 
-from rs_core._demand import UNBOUNDED
-from rs_core.api import Publisher, Subscription
-from rs_core.tck._env import (
+from reactive_streams._demand import UNBOUNDED
+from reactive_streams.api import Publisher, Subscription
+from reactive_streams.tck._env import (
     ManualSubscriber,
     TCKFailure,
     TestEnvironment,
@@ -46,7 +46,7 @@ class PublisherVerification(Generic[T]):
     ``bounded_depth_of_on_next_and_request_recursion()`` (default 1, §3.3),
     ``skip_stochastic_tests()``, ``env()`` (timeouts).
 
-    Failures raise :class:`~rs_core.tck.TCKFailure` whose message starts with the rule;
+    Failures raise :class:`~reactive_streams.tck.TCKFailure` whose message starts with the rule;
     skips raise ``unittest.SkipTest`` saying why. As in the JVM TCK, an optional test the
     publisher does not pass is skipped, its message kept in the reason.
     """

@@ -1,7 +1,7 @@
 """Subscriber verifications: whitebox (the subscriber reports to a probe and a puppet makes it
 act) and blackbox (only what a publisher sees), one test method per official test.
 
-The test plays the publisher (:class:`~rs_core.tck.ManualPublisher`) on the test thread and
+The test plays the publisher (:class:`~reactive_streams.tck.ManualPublisher`) on the test thread and
 sends ``create_element(i)`` elements; procedures follow the JVM TCK's
 ``SubscriberWhiteboxVerification`` and ``SubscriberBlackboxVerification``.
 """
@@ -13,8 +13,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
-from rs_core.api import Subscriber, Subscription
-from rs_core.tck._env import (
+from reactive_streams.api import Subscriber, Subscription
+from reactive_streams.tck._env import (
     ManualPublisher,
     ManualSubscription,
     TCKFailure,

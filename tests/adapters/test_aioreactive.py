@@ -17,11 +17,11 @@ import pytest
 from aioreactive import AsyncAnonymousObserver, AsyncObservable, AsyncObserver
 from expression.system import AsyncDisposable
 
-from adapters.aioreactive import from_async_observable, to_async_observable
-from adapters.async_iterables import from_async_iterable, to_async_iterator
-from adapters.iterables import from_iterable
-from rs_core import UNBOUNDED, Subscriber, checked
-from rs_core.testing import CountedIterable, RecordingSubscriber, RecordingSubscription
+from reactive_streams import UNBOUNDED, Subscriber, checked
+from reactive_streams.adapters.aioreactive import from_async_observable, to_async_observable
+from reactive_streams.adapters.async_iterables import from_async_iterable, to_async_iterator
+from reactive_streams.adapters.iterables import from_iterable
+from reactive_streams.testing import CountedIterable, RecordingSubscriber, RecordingSubscription
 
 # -- helpers ----------------------------------------------------------------------------------
 
@@ -582,7 +582,7 @@ class TestFromAsyncObservable:
     def test_checked_finds_no_violation_under_racing_requests_and_cancels(
         self, loop: asyncio.AbstractEventLoop
     ) -> None:
-        """rs_core.checked sees no rule broken while threads request and cancel at random."""
+        """checked() sees no rule broken while threads request and cancel at random."""
         violations: list[Exception] = []
         rng = random.Random(11)
         for round_ in range(40):

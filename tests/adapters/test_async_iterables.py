@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from adapters.async_iterables import from_async_iterable, to_async_iterator
-from adapters.iterables import from_iterable
-from rs_core import UNBOUNDED, OverflowViolation, Subscriber, checked, publish_on
-from rs_core.testing import (
+from reactive_streams import UNBOUNDED, OverflowViolation, Subscriber, checked, publish_on
+from reactive_streams.adapters.async_iterables import from_async_iterable, to_async_iterator
+from reactive_streams.adapters.iterables import from_iterable
+from reactive_streams.testing import (
     CountedIterable,
     Incomparable,
     RecordingSubscriber,
@@ -753,7 +753,7 @@ class TestFromAsyncIterable:
     def test_checked_finds_no_violation_under_racing_requests_and_cancels(
         self, loop: asyncio.AbstractEventLoop
     ) -> None:
-        """rs_core.checked sees no rule broken while threads request and cancel at random."""
+        """checked() sees no rule broken while threads request and cancel at random."""
         violations: list[Exception] = []
         rng = random.Random(7)
         for round_ in range(40):
@@ -1280,7 +1280,7 @@ class TestToAsyncIterator:
         event_loop.run_until_complete(until_waiting())
         event_loop.close()
         assert pub.subscriber is not None
-        with caplog.at_level(logging.ERROR, logger="rs_core"):
+        with caplog.at_level(logging.ERROR, logger="reactive_streams"):
             pub.subscriber.on_next("orphan")
         assert pub.subscription.cancelled.is_set()
         assert "event loop is closed" in caplog.text

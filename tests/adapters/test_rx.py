@@ -27,9 +27,7 @@ from reactivex.scheduler import CurrentThreadScheduler, NewThreadScheduler
 from reactivex.subject import Subject
 from reactivex.testing import TestScheduler
 
-from adapters.iterables import from_iterable, to_iterator
-from adapters.rx import Overflow, from_observable, rx_processor, to_observable
-from rs_core import (
+from reactive_streams import (
     UNBOUNDED,
     IllegalRequestError,
     OverflowViolation,
@@ -39,8 +37,10 @@ from rs_core import (
     checked,
     publish_on,
 )
-from rs_core._drain import DrainSubscription
-from rs_core.testing import (
+from reactive_streams._drain import DrainSubscription
+from reactive_streams.adapters.iterables import from_iterable, to_iterator
+from reactive_streams.adapters.rx import Overflow, from_observable, rx_processor, to_observable
+from reactive_streams.testing import (
     CountedIterable,
     HoldFirst,
     Incomparable,
@@ -397,7 +397,7 @@ class TestBlockLease:
 
         sub: RecordingSubscriber[int] = RecordingSubscriber(100)
         sub.on_next_hook = explode
-        with caplog.at_level(logging.ERROR, logger="rs_core"):
+        with caplog.at_level(logging.ERROR, logger="reactive_streams"):
             from_observable(reactivex.from_iterable(gen)).subscribe(sub)
             sub.await_condition(lambda: len(caplog.records) > 0, what="the report")
             _owned_thread_ends(before)
@@ -836,7 +836,7 @@ def test_two_threads_feeding_one_subject_never_strand_an_element(
     """Two threads calling a Subject's on_next at once (against Rx's contract, but a common
     mistake): pinned to the worst interleaving, both append before either asks whether the
     buffer was empty. One of them must still wake the drain, or both elements wait forever."""
-    import adapters.rx as rx_adapter
+    import reactive_streams.adapters.rx as rx_adapter
 
     barrier = threading.Barrier(2, timeout=0.5)  # pins the race; times out when excluded
 
@@ -911,7 +911,7 @@ def test_latest_evicts_only_when_the_buffer_is_still_full(monkeypatch: pytest.Mo
     a request on another thread makes room. The two are ordered: either the drain takes 0
     first and nothing needs evicting, or 0 is evicted and the drain takes 1; never is 0
     delivered and 1 evicted while there was room."""
-    import adapters.rx as rx_adapter
+    import reactive_streams.adapters.rx as rx_adapter
 
     sub: RecordingSubscriber[int] = RecordingSubscriber(0)
     requester: list[threading.Thread] = []
@@ -949,7 +949,7 @@ def test_an_element_racing_the_rx_error_is_delivered_before_it(
     """A Subject fed from two threads, on_next on one and on_error on the other at once:
     the element either lands before the end is recorded (delivered, then on_error) or is
     dropped; the error is never turned into on_complete."""
-    import adapters.rx as rx_adapter
+    import reactive_streams.adapters.rx as rx_adapter
 
     at_append, go_append, appended = threading.Event(), threading.Event(), threading.Event()
 
@@ -1172,7 +1172,7 @@ def test_rx_signals_after_a_cancel_or_the_end_are_ignored_quietly(
     cancel) or after its own end reaches nobody, and nothing is reported."""
     observers: list[Any] = []
     sub: RecordingSubscriber[int] = RecordingSubscriber(10)
-    with caplog.at_level(logging.DEBUG, logger="rs_core"):
+    with caplog.at_level(logging.DEBUG, logger="reactive_streams"):
         from_observable(_capture(observers, threading.Event())).subscribe(sub)
         sub.await_condition(lambda: bool(observers), what="the Rx subscription")
         observers[0].on_next(1)
@@ -1327,8 +1327,8 @@ def test_rx_subscribe_patched_before_the_adapter_is_imported_is_used() -> None:
         "    calls.append(1)\n"
         "    return rx_subscribe(self, *args, **kwargs)\n"
         "Observable.subscribe = traced\n"
-        "from adapters.iterables import to_iterator\n"
-        "from adapters.rx import from_observable\n"
+        "from reactive_streams.adapters.iterables import to_iterator\n"
+        "from reactive_streams.adapters.rx import from_observable\n"
         "print(list(to_iterator(from_observable(reactivex.range(3)))), len(calls))\n"
     )
     root = Path(__file__).resolve().parents[2]
@@ -1392,7 +1392,7 @@ def test_a_subscribe_function_raising_after_its_end_is_reported(
         observer.on_completed()
         raise boom
 
-    with caplog.at_level(logging.ERROR, logger="rs_core"):
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
         sub: RecordingSubscriber[int] = RecordingSubscriber(1)
         from_observable(reactivex.create(subscribe)).subscribe(sub)
         sub.await_terminal()

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 try:
-    from spark.local import LocalConnectServer, java_problem, local_session
+    from reactive_streams.spark.local import LocalConnectServer, java_problem, local_session
 
     _MISSING = java_problem()
 except ImportError as exc:  # pyspark or pyarrow absent

@@ -75,7 +75,7 @@ def heap_mib(spark: Any) -> float:
 
 def functions_for(session: Any) -> Any:
     """``pyspark.sql.functions`` for a classic session, the Connect flavour for Connect."""
-    from spark._partitions import is_connect
+    from reactive_streams.spark._partitions import is_connect
 
     if is_connect(session):
         from pyspark.sql.connect import functions

@@ -30,10 +30,10 @@ from spark_helpers import (  # noqa: E402
     wait_until,
 )
 
-from rs_core import UNBOUNDED  # noqa: E402
-from rs_core.testing import RecordingSubscriber  # noqa: E402
-from spark import _partitions, from_dataframe  # noqa: E402
-from spark._partitions import is_connect  # noqa: E402
+from reactive_streams import UNBOUNDED  # noqa: E402
+from reactive_streams.spark import _partitions, from_dataframe  # noqa: E402
+from reactive_streams.spark._partitions import is_connect  # noqa: E402
+from reactive_streams.testing import RecordingSubscriber  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -425,7 +425,9 @@ def test_a_row_a_read_in_progress_gets_after_the_cancel_is_dropped(
         def close(self) -> None:
             pass
 
-    monkeypatch.setattr("spark.dataframe.make_reader", lambda *args, **kwargs: RowAsCancelLands())
+    monkeypatch.setattr(
+        "reactive_streams.spark.dataframe.make_reader", lambda *args, **kwargs: RowAsCancelLands()
+    )
     subscriber: RecordingSubscriber[Any] = RecordingSubscriber()
     from pyspark.sql import DataFrame
 
@@ -537,10 +539,10 @@ def test_a_stopped_connect_session_becomes_on_error(connect_server: Any) -> None
 _STOP_MID_STREAM = textwrap.dedent(
     """
     import sys
-    from rs_core import UNBOUNDED
-    from rs_core.testing import RecordingSubscriber
-    from spark import from_dataframe
-    from spark.local import local_session
+    from reactive_streams import UNBOUNDED
+    from reactive_streams.testing import RecordingSubscriber
+    from reactive_streams.spark import from_dataframe
+    from reactive_streams.spark.local import local_session
 
     spark = local_session("local[2]")
     stuck = spark.range(0, 4 * 10**11, 1, 2).filter("id % 1000000007 = 3")
@@ -563,9 +565,9 @@ def test_stopping_the_classic_session_mid_stream_becomes_on_error() -> None:
 
 _EXIT_MID_READ = textwrap.dedent(
     """
-    from adapters.iterables import to_iterator
-    from spark import from_dataframe
-    from spark.local import local_session
+    from reactive_streams.adapters.iterables import to_iterator
+    from reactive_streams.spark import from_dataframe
+    from reactive_streams.spark.local import local_session
 
     spark = local_session("local[2]")
     stuck = spark.range(0, 4 * 10**11, 1, 2).filter("id % 1000000007 = 3")
@@ -636,7 +638,7 @@ def test_spec312_a_cancel_right_after_a_partition_request_stops_its_job(
 @pytest.mark.asyncio
 async def test_an_asyncio_consumer_never_runs_spark_on_its_loop(spark: Any) -> None:
     """Consumed through to_async_iterator, rows arrive; no on_next ran on the loop's thread."""
-    from adapters.async_iterables import to_async_iterator
+    from reactive_streams.adapters.async_iterables import to_async_iterator
 
     asyncio.get_running_loop().set_debug(True)
     loop_thread = threading.get_ident()
@@ -695,7 +697,7 @@ def test_many_subscriptions_do_not_accumulate_driver_heap(spark: Any) -> None:
 
 
 def _read(df: Any, mode: str, prefetch: bool) -> list[Any]:
-    from adapters.iterables import to_iterator
+    from reactive_streams.adapters.iterables import to_iterator
 
     publisher = from_dataframe(df, mode=mode, prefetch_partitions=prefetch)  # type: ignore[call-overload]
     return list(to_iterator(publisher, prefetch=512))
@@ -881,7 +883,7 @@ def test_a_read_ended_by_a_raising_subscriber_stops_its_prefetched_job(spark: An
 
 _INTERRUPT_AT_EXIT = textwrap.dedent(
     """
-    from spark._partitions import Reader, start_canceller
+    from reactive_streams.spark._partitions import Reader, start_canceller
 
     start_canceller()  # as a classic reader's open() does
 

@@ -1,4 +1,4 @@
-"""``python -m spark``: bad flags and unusable servers are refused at once, naming what is
+"""The main job: bad flags and unusable servers are refused at once, naming what is
 wrong; Ctrl-C stops Spark (before or during the run) and leaves no JVM behind."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ pytest.importorskip("pyarrow")
 
 from spark_helpers import ROOT  # noqa: E402
 
-from spark.__main__ import (  # noqa: E402
+from reactive_streams.spark.__main__ import (  # noqa: E402
     _check_master,
     _check_reachable,
     _interrupt_deferred,
@@ -29,8 +29,8 @@ from spark.__main__ import (  # noqa: E402
     main,
     summary_lines,
 )
-from spark.local import SparkStartError  # noqa: E402
-from spark.pipeline import Config, Summary, Window, _new_jobs  # noqa: E402
+from reactive_streams.spark.local import SparkStartError  # noqa: E402
+from reactive_streams.spark.pipeline import Config, Summary, Window, _new_jobs  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -140,8 +140,8 @@ def test_an_unreachable_standalone_master_exits_2_at_once(
 def test_partitions_follow_the_rows_unless_given(monkeypatch: pytest.MonkeyPatch) -> None:
     """Spark collects a partition in the driver to serve it: a bigger run gets more
     partitions of the same size, not bigger ones (the driver's memory)."""
-    import spark.__main__ as job
-    import spark.pipeline as pipeline
+    import reactive_streams.spark.__main__ as job
+    import reactive_streams.spark.pipeline as pipeline
 
     seen: list[int] = []
 
@@ -225,11 +225,11 @@ def _alive(pid: int) -> bool:
 
 
 def _interrupt(args: list[str], when: str | float, then: float = 0.0) -> tuple[int, str, list[int]]:
-    """Run ``python -m spark args`` in a session of its own, send its group SIGINT (as a
+    """Run the main job with ``args`` in a session of its own, send its group SIGINT (as a
     terminal's Ctrl-C does) after ``when`` seconds, or ``then`` seconds after stderr showed
     ``when``; return the exit status, stderr and the children it had then."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "spark", "--no-progress", *args],
+        [sys.executable, "-m", "reactive_streams.spark", "--no-progress", *args],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -415,15 +415,15 @@ def test_ctrl_c_during_the_run_reports_the_rows_done_without_a_bar(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """--no-progress: the count comes from the last window all the same (no Spark here)."""
-    import spark.__main__ as command
-    import spark.pipeline
+    import reactive_streams.spark.__main__ as command
+    import reactive_streams.spark.pipeline
 
     def run(spark: Any, config: Any, on_window: Any) -> Any:
         on_window(_Window(), _Meter())
         raise KeyboardInterrupt
 
     monkeypatch.setattr(command, "_session", lambda args: _Stopped())
-    monkeypatch.setattr(spark.pipeline, "run", run)
+    monkeypatch.setattr(reactive_streams.spark.pipeline, "run", run)
     assert main(["--no-progress", "--rows", "10"]) == 130
     assert "interrupted after 1,234 rows" in capsys.readouterr().err
 
@@ -431,7 +431,7 @@ def test_ctrl_c_during_the_run_reports_the_rows_done_without_a_bar(
 def test_join_reads_waits_for_this_processs_read_threads_only() -> None:
     """main() waits, after a Ctrl-C, for the threads named after a read's tag; others (a
     thread the user started) are not waited for."""
-    from spark._partitions import _TAG_PREFIX, join_reads
+    from reactive_streams.spark._partitions import _TAG_PREFIX, join_reads
 
     release, never = threading.Event(), threading.Event()
     read = threading.Thread(target=release.wait, args=(10,), name=f"{_TAG_PREFIX}0123456789ab_0")

@@ -13,7 +13,7 @@ pytest.importorskip("pyarrow")
 
 from spark_helpers import jobs_for_tag, owned_threads, run_python  # noqa: E402
 
-from spark.pipeline import (  # noqa: E402
+from reactive_streams.spark.pipeline import (  # noqa: E402
     EVENTS_PER_WINDOW,
     WINDOW_MS,
     Config,
@@ -92,7 +92,7 @@ def test_the_bound_counts_every_stage() -> None:
 def test_a_small_run_keeps_its_bound_and_counts(spark: Any, mode: str) -> None:
     """The whole pipeline on 40k events: every window arrives, in flight stays in bound."""
     pytest.importorskip("reactivex")
-    from spark.pipeline import run
+    from reactive_streams.spark.pipeline import run
 
     config = Config(rows=40_000, mode=mode, partitions=4, consumer_delay=0.0)  # type: ignore[arg-type]
     summary = run(spark, config)
@@ -105,17 +105,19 @@ def test_a_small_run_keeps_its_bound_and_counts(spark: Any, mode: str) -> None:
 
 
 def test_the_main_command_explains_a_missing_java(tmp_path: Any) -> None:
-    """python -m spark without Java on PATH exits 2 and says what to install."""
+    """python -m reactive_streams.spark without Java on PATH exits 2 and says what to install."""
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = str(tmp_path)  # no java here
-    result = run_python("-m", "spark", "--rows", "10", timeout=120, env=env)
+    result = run_python("-m", "reactive_streams.spark", "--rows", "10", timeout=120, env=env)
     assert result.returncode == 2, result.stderr
     assert "Java" in result.stderr and "install" in result.stderr
 
 
 def test_the_main_command_explains_an_unreachable_connect_server() -> None:
-    """python -m spark --remote at a closed port exits 2 at once, naming the address."""
-    result = run_python("-m", "spark", "--remote", "sc://127.0.0.1:1", "--rows", "10", timeout=120)
+    """The main job with --remote at a closed port exits 2 at once, naming the address."""
+    result = run_python(
+        "-m", "reactive_streams.spark", "--remote", "sc://127.0.0.1:1", "--rows", "10", timeout=120
+    )
     assert result.returncode == 2, result.stderr
     assert "cannot reach the Spark Connect server at 127.0.0.1:1" in result.stderr
 

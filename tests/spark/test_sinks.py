@@ -21,16 +21,16 @@ pa = pytest.importorskip("pyarrow")
 
 from spark_helpers import run_python, wait_until  # noqa: E402
 
-from adapters.iterables import from_iterable  # noqa: E402
-from rs_core.errors import OverflowViolation  # noqa: E402
-from rs_core.testing import RecordingSubscription  # noqa: E402
-from spark import (  # noqa: E402
+from reactive_streams.adapters.iterables import from_iterable  # noqa: E402
+from reactive_streams.errors import OverflowViolation  # noqa: E402
+from reactive_streams.spark import (  # noqa: E402
     BatchSubscriber,
     from_dataframe,
     to_dataframe,
     write_parquet,
     write_table,
 )
+from reactive_streams.testing import RecordingSubscription  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -216,8 +216,8 @@ def test_a_ddl_schema_works_with_only_a_connect_session(connect_server: Any) -> 
     script = textwrap.dedent(
         f"""
         from pyspark.sql.connect.session import SparkSession
-        from adapters.iterables import from_iterable
-        from spark import to_dataframe
+        from reactive_streams.adapters.iterables import from_iterable
+        from reactive_streams.spark import to_dataframe
         session = SparkSession.builder.remote({connect_server.url!r}).create()
         df = to_dataframe(from_iterable([(1, "a")]), session, schema="k INT, v STRING")
         print("ROWS", [tuple(r) for r in df.collect()], df.schema.simpleString())
@@ -268,7 +268,7 @@ def test_write_parquet_holds_one_batch_and_requests_after_each_write(
     path = str(tmp_path / "out")
     pulled_at_write: list[int] = []
 
-    import spark.dataframe as sd
+    import reactive_streams.spark.dataframe as sd
 
     original = sd._create
 

@@ -15,9 +15,9 @@ pytest.importorskip("pyspark")
 
 from spark_helpers import run_python, wait_until  # noqa: E402
 
-from rs_core import UNBOUNDED  # noqa: E402
-from rs_core.testing import RecordingSubscriber  # noqa: E402
-from spark import from_stream  # noqa: E402
+from reactive_streams import UNBOUNDED  # noqa: E402
+from reactive_streams.spark import from_stream  # noqa: E402
+from reactive_streams.testing import RecordingSubscriber  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -209,9 +209,9 @@ def test_a_query_stopped_from_outside_is_not_held_by_a_slow_subscriber(
 _SESSION_STOP = textwrap.dedent(
     """
     import threading
-    from rs_core.testing import RecordingSubscriber
-    from spark import from_stream
-    from spark.local import local_session
+    from reactive_streams.testing import RecordingSubscriber
+    from reactive_streams.spark import from_stream
+    from reactive_streams.spark.local import local_session
 
     spark = local_session("local[2]")
     frame = spark.readStream.format("rate").option("rowsPerSecond", 200).load()
@@ -269,9 +269,9 @@ def test_a_stopped_session_is_refused_at_subscribe() -> None:
 
 _NEVER_CANCELLED = textwrap.dedent(
     """
-    from rs_core.testing import RecordingSubscriber
-    from spark import from_stream, streaming
-    from spark.local import local_session
+    from reactive_streams.testing import RecordingSubscriber
+    from reactive_streams.spark import from_stream, streaming
+    from reactive_streams.spark.local import local_session
 
     spark = local_session("local[2]")
     frame = spark.readStream.format("rate").option("rowsPerSecond", 50).load()
@@ -297,8 +297,8 @@ def test_a_temporary_checkpoint_is_removed_at_exit_when_never_cancelled() -> Non
 _STOP_AT_EXIT = textwrap.dedent(
     """
     import sys
-    from spark.streaming import _StreamSource
-    from spark._partitions import DaemonThread
+    from reactive_streams.spark.streaming import _StreamSource
+    from reactive_streams.spark._partitions import DaemonThread
 
     class Query:  # a running streaming query, stubbed
         def stop(self):

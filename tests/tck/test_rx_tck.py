@@ -1,4 +1,4 @@
-"""The TCK over adapters.rx (cases in compat_matrix/cases/rx.py)."""
+"""The TCK over reactive_streams.adapters.rx (cases in compat_matrix/cases/rx.py)."""
 
 from compat_matrix.cases.rx import (
     FromObservableBlockOnRxThreadVerification,

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from adapters.iterables import from_iterable
-from rs_core import Publisher
-from rs_core.tck import (
+from reactive_streams import Publisher
+from reactive_streams.adapters.iterables import from_iterable
+from reactive_streams.tck import (
     ConflictDetector,
     IdentityProcessorVerification,
     PublisherVerification,

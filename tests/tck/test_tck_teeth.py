@@ -17,18 +17,25 @@ from typing import Any
 
 import pytest
 
-from adapters.iterables import from_iterable
-from rs_core import UNBOUNDED, BaseSubscriber, Processor, Publisher, Subscriber, Subscription
-from rs_core._drain import EMPTY, END, DrainSubscription, Source, _Marker
-from rs_core._prefetch import PrefetchQueue
-from rs_core._subscription import (
+from reactive_streams import (
+    UNBOUNDED,
+    BaseSubscriber,
+    Processor,
+    Publisher,
+    Subscriber,
+    Subscription,
+)
+from reactive_streams._drain import EMPTY, END, DrainSubscription, Source, _Marker
+from reactive_streams._prefetch import PrefetchQueue
+from reactive_streams._subscription import (
     reject,
     require_element,
     require_error,
     require_subscriber,
     require_subscription,
 )
-from rs_core.tck import (
+from reactive_streams.adapters.iterables import from_iterable
+from reactive_streams.tck import (
     IdentityProcessorVerification,
     ProbedSubscriber,
     PublisherVerification,

@@ -12,9 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import assert_type
 
-from adapters.async_iterables import from_async_iterable, to_async_iterator
-from adapters.iterables import BlockingIterator, from_iterable, to_iterator
-from rs_core import (
+from reactive_streams import (
     UNBOUNDED,
     BaseSubscriber,
     IllegalRequestError,
@@ -27,7 +25,9 @@ from rs_core import (
     checked,
     publish_on,
 )
-from rs_core.testing import RecordingSubscriber
+from reactive_streams.adapters.async_iterables import from_async_iterable, to_async_iterator
+from reactive_streams.adapters.iterables import BlockingIterator, from_iterable, to_iterator
+from reactive_streams.testing import RecordingSubscriber
 
 # -- the four protocols, implemented by hand ----------------------------------------------------
 
