@@ -13,24 +13,17 @@ Example::
             return from_iterable(range(elements))
 """
 
-from reactive_streams.tck._env import (
-    ConflictDetector,
-    ManualPublisher,
-    ManualSubscriber,
-    ManualSubscription,
-    TCKFailure,
-    TestEnvironment,
-    rule,
-)
+from reactive_streams.tck._env import ConflictDetector, TCKFailure, TestEnvironment, rule
+from reactive_streams.tck._manual import ManualPublisher, ManualSubscriber, ManualSubscription
 from reactive_streams.tck._processor import IdentityProcessorVerification
 from reactive_streams.tck._publisher import PublisherVerification
-from reactive_streams.tck._subscriber import (
+from reactive_streams.tck._subscriber_blackbox import SubscriberBlackboxVerification
+from reactive_streams.tck._subscriber_probe import (
     ProbedSubscriber,
-    SubscriberBlackboxVerification,
     SubscriberPuppet,
-    SubscriberWhiteboxVerification,
     WhiteboxSubscriberProbe,
 )
+from reactive_streams.tck._subscriber_whitebox import SubscriberWhiteboxVerification
 
 __all__ = [
     "ConflictDetector",

@@ -6,6 +6,7 @@ subscriber), following the JVM TCK's ``IdentityProcessorVerification``.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
@@ -14,17 +15,11 @@ from reactive_streams._demand import UNBOUNDED
 from reactive_streams.api import Processor, Publisher, Subscriber, Subscription
 from reactive_streams.publishers._iterable import IterablePublisher
 from reactive_streams.publishers._publish_on import publish_on
-from reactive_streams.tck._env import (
-    ManualPublisher,
-    ManualSubscriber,
-    ManualSubscription,
-    TCKFailure,
-    TestEnvironment,
-    rule,
-    skip,
-)
+from reactive_streams.tck._env import TCKFailure, TestEnvironment, rule, skip
+from reactive_streams.tck._manual import ManualPublisher, ManualSubscriber, ManualSubscription
 from reactive_streams.tck._publisher import PublisherVerification
-from reactive_streams.tck._subscriber import SubscriberWhiteboxVerification, WhiteboxSubscriberProbe
+from reactive_streams.tck._subscriber_probe import WhiteboxSubscriberProbe
+from reactive_streams.tck._subscriber_whitebox import SubscriberWhiteboxVerification
 
 __all__ = ["IdentityProcessorVerification"]
 
@@ -198,7 +193,7 @@ class _Setup(Generic[T]):
         self.env = outer.env()
         self.rule = rule_id
         self._create = outer.create_element
-        self._index = 0
+        self._index = 0  # owned: the test thread
         self.processor = outer.create_identity_processor(outer.processor_buffer_size())
         self.upstream: ManualPublisher[T] = ManualPublisher()
         self.upstream.subscribe(self.processor)
@@ -247,7 +242,7 @@ class _AsPublisher(PublisherVerification[T]):
         self._executor: ThreadPoolExecutor | None = None
 
     def create_publisher(self, elements: int) -> Publisher[T]:
-        if self._executor is None:
+        if self._executor is None:  # owned: the test thread
             self._executor = ThreadPoolExecutor(2, thread_name_prefix="rs-tck-helper")
         processor = self._outer.create_identity_processor(self._outer.processor_buffer_size())
         helper = IterablePublisher(_Elements(elements, self._outer.create_element))
@@ -293,15 +288,17 @@ class _Output(Generic[T]):
 
     def __init__(self, probe: WhiteboxSubscriberProbe[T]) -> None:
         self._probe = probe
+        self._lock = threading.Lock()
         self._subscribed = False
 
     def on_subscribe(self, subscription: Subscription) -> None:
         if subscription is None:
             raise TypeError("§2.13: on_subscribe() requires a Subscription, got None")
-        if self._subscribed:
-            subscription.cancel()
+        with self._lock:
+            second, self._subscribed = self._subscribed, True  # under _lock
+        if second:
+            subscription.cancel()  # §2.5
             return
-        self._subscribed = True
         self._probe.register_on_subscribe(_Puppet(subscription))
 
     def on_next(self, element: T) -> None:
@@ -361,6 +358,7 @@ for _cls, _view in (
     (PublisherVerification, "_publisher_view"),
     (SubscriberWhiteboxVerification, "_subscriber_view"),
 ):
-    for _name, _fn in list(vars(_cls).items()):
-        if _name.startswith("test_") and not hasattr(IdentityProcessorVerification, _name):
-            setattr(IdentityProcessorVerification, _name, _delegate(_name, _view, _fn))
+    for _base in _cls.__mro__:  # the tests live in the verification's base classes
+        for _name, _fn in list(vars(_base).items()):
+            if _name.startswith("test_") and not hasattr(IdentityProcessorVerification, _name):
+                setattr(IdentityProcessorVerification, _name, _delegate(_name, _view, _fn))
