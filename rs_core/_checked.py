@@ -1,27 +1,20 @@
 """``checked``: a runtime rule checker to wrap around any Publisher, in tests or in production.
 
 It sits between a Publisher and each of its Subscribers and passes every signal on unchanged,
-checking it on the way (§1.1, §1.3, §1.7, §1.9, §2.3, §2.12, §2.13, §3.9, §3.15, §3.16). It adds
-no buffering and no demand of its own: backpressure is the wrapped publisher's. Signals reach the
-subscriber on whichever thread the publisher uses; ``request`` and ``cancel`` go upstream at once,
-on the caller's thread. A violation is raised (and the stream torn down) or logged, as chosen.
+checking it on the way (the per-Subscriber ``Checker`` is in ``_checker.py``). It adds no
+buffering and no demand of its own. Signals reach the subscriber on whichever thread the
+publisher uses; ``request`` and ``cancel`` go upstream at once, on the caller's thread.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar, final
+from typing import Generic, Literal, TypeAlias, TypeVar, final
 
-from reactive_streams._demand import add_cap, check_request, produced
-from reactive_streams._subscription import (
-    cancel_quietly,
-    report_dropped,
-    require_publisher,
-    require_subscriber,
-)
-from reactive_streams.api import Publisher, Subscriber, Subscription
-from reactive_streams.errors import OverflowViolation, ProtocolViolation
+from reactive_streams._checker import Checker
+from reactive_streams._subscription import report_dropped, require_publisher, require_subscriber
+from reactive_streams.api import Publisher, Subscriber
+from reactive_streams.errors import ProtocolViolation
 
 __all__ = ["CheckedPublisher", "OnViolation", "checked"]
 
@@ -29,16 +22,6 @@ T = TypeVar("T")
 
 OnViolation: TypeAlias = Literal["raise", "log"] | Callable[[ProtocolViolation], object]
 """What ``checked`` does with a violation: ``"raise"``, ``"log"``, or a callable to call."""
-
-_get_ident: Final = threading.get_ident
-
-
-class _NoneSignal(ProtocolViolation, TypeError):
-    """A signal carried ``None`` (§2.13): a ``ProtocolViolation`` that is also the ``TypeError``
-    §2.13 asks a Subscriber to raise."""
-
-    def __init__(self, signal: str) -> None:
-        super().__init__("2.13", f"§2.13: {signal}(None): None is never a legal argument")
 
 
 def _log(violation: ProtocolViolation) -> None:
@@ -52,41 +35,16 @@ def _log(violation: ProtocolViolation) -> None:
 def checked(publisher: Publisher[T], *, on_violation: OnViolation = "raise") -> Publisher[T]:
     """Wrap ``publisher`` so that every signal to and from it is checked against the rules.
 
-    Checked, per Subscriber: more ``on_next`` than requested (§1.1; demand saturates at
-    ``UNBOUNDED``, §3.17); overlapping signals (§1.3): on different threads, or nested on one
-    thread other than through ``request`` (``on_next`` -> ``request`` -> ``on_next`` is
-    allowed by §3.2/§3.3; ``on_next`` re-entered from inside ``on_next``, as an unserialized
-    Subject fed from its own subscriber does, is not); any signal after ``on_error`` /
-    ``on_complete`` (§1.7); ``on_next`` / ``on_error`` / ``on_complete`` before ``on_subscribe``
-    and ``subscribe`` raising (§1.9); a second ``on_subscribe`` (§2.12, named for the rule a
-    Subscriber relies on; the extra subscription is cancelled, §2.5); ``None`` arguments
-    (§2.13); ``on_next`` beyond the demand registered before a non-positive ``request``, or
-    ``on_complete``, where §3.9 requires ``on_error``; ``request`` / ``cancel`` raising (§3.16,
-    §3.15; an exception the Subscriber raised from a signal delivered inside the call is named
-    §2.13 instead); and, on the Subscriber's side, ``request`` / ``cancel`` called from inside
-    its own ``on_error`` / ``on_complete`` (§2.3). The §3.9 check starts with the call to the
-    upstream's ``request(n <= 0)`` (a synchronous answer counts): elements already requested
-    may still arrive (as after a cancel, §2.8), and only ``on_error`` may end the stream. An
-    ``on_complete`` is reported when it comes inside that ``request`` call; one that comes
-    later may have been decided before the publisher saw the request (a publisher that
-    queues its signals, or the end racing the request on another thread), after which the
-    request is a no-op (§1.6, §3.6), and is not reported.
-
-    Not checked: whether ``on_subscribe`` or a terminal signal ever comes, and §1.8 ("eventually
-    stop") - they need a clock; §2.7, because ``cancel`` is thread-safe by §3.5 and every
-    Subscription here is thread-safe; §1.10 (re-subscribing the same Subscriber), which
-    would need a registry of every Subscriber ever seen.
+    Checked per Subscriber: §1.1, §1.3, §1.7, §1.9, §2.3, §2.12, §2.13, §3.9, §3.15, §3.16
+    (what each means here, and what is not checked: docs/notes/checked.md).
 
     Args:
         publisher: any Publisher.
-        on_violation: ``"raise"`` (default): the violation is raised to whoever made the
-            offending call, the Subscriber receives ``on_error(violation)`` once (serially,
-            after any signal in progress on another thread), the upstream is cancelled, and
-            every later upstream signal is dropped. ``"log"``: the violation is logged at ERROR
-            to the ``reactive_streams`` logger and the signal is passed on as it came. A callable:
-            called
-            with the violation instead of logging, then the signal is passed on; whatever it
-            raises propagates to the offending caller.
+        on_violation: ``"raise"`` (default): the violation is raised to the offending caller,
+            the Subscriber gets ``on_error(violation)`` once, the upstream is cancelled and
+            later upstream signals are dropped. ``"log"``: logged at ERROR to the
+            ``reactive_streams`` logger, and the signal passed on. A callable: called with
+            the violation instead of logging; what it raises reaches the offending caller.
 
     Returns:
         A Publisher with the same elements; each Subscriber gets its own checker.
@@ -98,27 +56,16 @@ def checked(publisher: Publisher[T], *, on_violation: OnViolation = "raise") -> 
         >>> from reactive_streams.adapters.iterables import from_iterable, to_iterator
         >>> list(to_iterator(checked(from_iterable(range(3)))))
         [0, 1, 2]
-        >>> from unittest.mock import Mock
-        >>> from reactive_streams.testing import RecordingSubscriber
-        >>> class Eager:  # emits without waiting for demand (§1.1)
-        ...     def subscribe(self, subscriber):
-        ...         subscriber.on_subscribe(Mock())
-        ...         subscriber.on_next("unrequested")
-        >>> sub = RecordingSubscriber()
-        >>> checked(Eager()).subscribe(sub)
-        Traceback (most recent call last):
-        reactive_streams.errors.OverflowViolation: §1.1: on_next('unrequested') but nothing was ...
-        >>> sub.error.rule, sub.elements
-        ('1.1', [])
     """
     return CheckedPublisher(publisher, on_violation)
 
 
 @final
 class CheckedPublisher(Generic[T]):
-    """The Publisher ``checked`` returns: subscribes a fresh checker per Subscriber.
+    """The Publisher ``checked`` returns: subscribes a fresh ``Checker`` per Subscriber.
 
-    Rules: §1.9 (``subscribe(None)`` raises ``TypeError``), and every rule its checker checks.
+    Rules: §1.9 (``subscribe(None)`` raises ``TypeError``; ``subscribe`` must return
+    normally), and every rule its checker checks. Immutable: shared freely between threads.
     """
 
     __slots__ = ("_publisher", "_raise", "_report")
@@ -140,516 +87,12 @@ class CheckedPublisher(Generic[T]):
 
     def subscribe(self, subscriber: Subscriber[T]) -> None:
         require_subscriber(subscriber)  # §1.9
-        checker = _Checker(subscriber, self._raise, self._report)
+        checker = Checker(subscriber, self._raise, self._report)
         try:
             self._publisher.subscribe(checker)
         except Exception as exc:  # §1.9: subscribe must return normally
-            if isinstance(exc, ProtocolViolation):  # ours, on its way out through upstream
-                raise
-            if exc is checker._raised:  # the Subscriber's own signal raised (§2.13)
-                violation = checker._raised_in(f"{self._publisher!r}.subscribe()", exc, "1.9")
-            else:
-                violation = ProtocolViolation(
-                    "1.9",
-                    f"§1.9: {self._publisher!r}.subscribe() raised {exc!r}; a Publisher must "
-                    "return normally and signal failures with on_error",
-                )
-            checker._violated(violation, exc)
+            checker.subscribe_raised(self._publisher, exc)  # raises the violation in raise mode
             raise  # "log" or a callable: the exception passes through as it came
 
     def __repr__(self) -> str:
         return f"checked({self._publisher!r})"
-
-
-@final
-class _Checker(Generic[T]):
-    """One Subscriber's checker: a Subscriber to the upstream, the Subscription downstream.
-
-    All checks are O(1) under one lock per signal; user code (the Subscriber, the upstream
-    Subscription, a violation callable) is always called outside it. The conflict detector
-    records which thread is inside a signal (and how deeply, for same-thread nesting), and at
-    which depth the innermost ``request`` that thread made from inside a signal is in
-    progress; a signal from another thread meanwhile, or from the same thread but not
-    directly inside such a ``request`` (a signal re-entered from inside the one that
-    request delivered), is the §1.3 violation. In raise mode the
-    ``on_error(violation)`` meant for the Subscriber waits until the signal in progress
-    returns, so the checker's own signals stay serial.
-    """
-
-    __slots__ = (
-        "_bad_request",
-        "_bad_request_calling",
-        "_bad_request_thread",
-        "_cancel_thread",
-        "_cancelled",
-        "_demand",
-        "_depth",
-        "_down_done",
-        "_down_subscribed",
-        "_failed",
-        "_lock",
-        "_open",
-        "_owner",
-        "_pending",
-        "_raise",
-        "_raised",
-        "_report",
-        "_requested_at",
-        "_strays",
-        "_subscribed",
-        "_subscriber",
-        "_terminal_thread",
-        "_terminated",
-        "_upstream",
-    )
-
-    def __init__(
-        self,
-        subscriber: Subscriber[T],
-        raise_: bool,
-        report: Callable[[ProtocolViolation], object],
-    ) -> None:
-        self._lock = threading.Lock()
-        self._subscriber: Subscriber[T] | None = subscriber
-        self._upstream: Subscription | None = None
-        self._raise = raise_
-        self._report = report
-        self._demand = 0
-        self._subscribed = False  # the upstream called on_subscribe
-        self._open = False  # subscribed, not terminated, not failed: on_next may take the fast path
-        self._terminated = False  # the upstream called on_error / on_complete
-        self._cancelled = False  # the Subscriber called cancel
-        self._cancel_thread = 0  # on which thread: a request on another may reach it first
-        self._bad_request = False  # the Subscriber called request(n <= 0); on_error is due
-        # The bad request's thread: a request another thread makes meanwhile may reach the
-        # publisher first (its demand still counts).
-        self._bad_request_thread = 0
-        # The threads inside the upstream's request(n <= 0) (how many such calls deep): an
-        # on_complete there answers the bad request. One that comes later, even on the same
-        # thread, may have been decided before the publisher saw the request (a publisher
-        # that queues its signals, as the JVM examples' AsyncIterablePublisher does), which
-        # then is a no-op (§1.6, §3.6); it is not reported.
-        self._bad_request_calling: dict[int, int] = {}
-        self._failed = False  # raise mode tripped: drop everything from upstream
-        self._pending: ProtocolViolation | None = None  # on_error(violation) not yet delivered
-        self._down_subscribed = False  # the Subscriber has been given on_subscribe
-        self._down_done = False  # the Subscriber has been given (or is owed) a terminal signal
-        self._owner = 0  # thread inside a signal, 0 for none (§1.3 conflict detector)
-        # Log mode passes an overlapping signal on: its thread's depth is counted here, so
-        # signals overlapping it are caught too, until it returns.
-        self._strays: dict[int, int] = {}
-        self._depth = 0
-        self._requested_at = 0  # the signal depth of the innermost request() in progress on
-        # _owner's thread (0: none): a signal may nest exactly there, inside it (§3.2, §3.3)
-        self._raised: BaseException | None = None  # what the Subscriber last raised (§2.13)
-        self._terminal_thread = 0  # thread delivering on_error / on_complete (§2.3)
-
-    # -- Subscriber: signals from the upstream ---------------------------------------------------
-
-    def on_subscribe(self, subscription: Subscription) -> None:
-        me = _get_ident()
-        violation: ProtocolViolation | None = None
-        entered = False
-        with self._lock:
-            if self._failed:
-                refuse = True  # raise mode already tripped: refuse it quietly
-            elif self._subscribed and not _is_none(subscription):
-                refuse = True
-                violation = ProtocolViolation(
-                    "2.12", "§2.12: on_subscribe signalled a second time (see §1.9)"
-                )
-            else:
-                refuse = False
-                if _is_none(subscription):  # §2.13
-                    violation = _NoneSignal("on_subscribe")
-                else:
-                    violation = self._order_locked("on_subscribe", me)
-                if violation is None or not self._raise:
-                    if not _is_none(subscription):
-                        self._open = not self._terminated
-                        self._subscribed = True
-                        self._upstream = subscription
-                        self._down_subscribed = True
-                    self._enter_locked(me)
-                    entered = True
-        if refuse:
-            cancel_quietly(subscription)  # §2.5: keep the first subscription
-            if violation is not None:
-                self._violated(violation)
-            return
-        # "log" with None: passed on as it came, and the Subscriber raises TypeError (§2.13)
-        given = subscription if _is_none(subscription) else self
-        self._pass(lambda s: s.on_subscribe(given), entered, violation=violation)
-
-    def on_next(self, element: T) -> None:
-        me = _get_ident()
-        lock = self._lock
-        with lock:  # the fast path: a correct on_next, checked with one lock to enter
-            owner = self._owner
-            fast = bool(
-                self._open
-                and self._demand
-                and element is not None
-                and (not owner or (owner == me and self._requested_at == self._depth))  # §1.3
-                and not self._strays
-            )
-            if fast:
-                self._demand = produced(self._demand, 1)  # §1.1
-                self._owner = me
-                self._depth += 1
-        if not fast:
-            self._on_next_slow(element, me)
-            return
-        try:
-            subscriber = self._subscriber
-            if subscriber is not None:
-                subscriber.on_next(element)
-        except Exception as exc:  # §2.13: told apart from the upstream's own errors
-            self._raised = exc
-            raise
-        finally:
-            with lock:  # and one to leave, unless there is more to do than count down
-                slow = self._depth == 1 and (
-                    self._pending is not None or (self._raise and self._down_done)
-                )
-                if not slow:
-                    self._depth -= 1
-                    if not self._depth:
-                        self._owner = 0
-            if slow:
-                self._leave(me)
-
-    def _on_next_slow(self, element: T, me: int) -> None:
-        violation: ProtocolViolation | None = None
-        with self._lock:
-            if self._failed:
-                return  # raise mode: everything after a violation is dropped
-            if element is None:  # §2.13
-                violation = _NoneSignal("on_next")
-            else:
-                violation = self._order_locked("on_next", me)
-                if self._demand:  # an overlapping element uses demand up all the same (§1.1)
-                    self._demand = produced(self._demand, 1)
-                elif violation is not None:
-                    pass  # one report per signal: the order's
-                elif self._bad_request:  # §3.9 (or §1.1 either way: no demand for it)
-                    violation = ProtocolViolation(
-                        "3.9",
-                        f"§3.9: on_next({element!r}) after an invalid request (n <= 0, or "
-                        "not an int), beyond the demand registered before it; it must be "
-                        "answered with on_error",
-                    )
-                else:  # §1.1
-                    violation = OverflowViolation(
-                        f"§1.1: on_next({element!r}) but nothing was requested"
-                    )
-            entered = violation is None or not self._raise  # raise mode drops it
-            if entered:
-                self._enter_locked(me)
-        self._pass(lambda s: s.on_next(element), entered, violation=violation)
-
-    def on_error(self, error: Exception) -> None:
-        me = _get_ident()
-        violation: ProtocolViolation | None = None
-        entered = dropped = False
-        with self._lock:
-            if self._failed:
-                dropped = True
-            else:
-                if _is_none(error):  # §2.13
-                    violation = _NoneSignal("on_error")
-                else:
-                    violation = self._order_locked("on_error", me)
-                if violation is None or not self._raise:
-                    self._terminated = True
-                    self._open = False
-                    self._bad_request = False  # §3.9 answered
-                    self._down_done = True
-                    self._terminal_thread = me
-                    self._enter_locked(me)
-                    entered = True
-        if dropped:
-            if not _is_none(error):
-                report_dropped(error, where="checked(): on_error after a violation was raised")
-            return
-        self._pass(lambda s: s.on_error(error), entered, terminal=True, violation=violation)
-
-    def on_complete(self) -> None:
-        me = _get_ident()
-        entered = False
-        with self._lock:
-            if self._failed:
-                return
-            violation = self._order_locked("on_complete", me)
-            if violation is None and self._bad_request and me in self._bad_request_calling:
-                violation = ProtocolViolation(
-                    "3.9",
-                    "§3.9: on_complete in answer to an invalid request (n <= 0, or not an "
-                    "int); it must be answered with on_error",
-                )
-            if violation is None or not self._raise:
-                self._terminated = True
-                self._open = False
-                self._down_done = True
-                self._terminal_thread = me
-                self._enter_locked(me)
-                entered = True
-        self._pass(_on_complete, entered, terminal=True, violation=violation)
-
-    # -- Subscription: signals from the Subscriber ------------------------------------------------
-
-    def request(self, n: int) -> None:
-        """Count the demand (saturating, §3.17), note a §3.9 request, and pass it upstream."""
-        me = _get_ident()
-        invalid = check_request(n)
-        with self._lock:
-            if self._failed:
-                return
-            violation = self._in_terminal_locked("request", me)
-            if (
-                violation is None
-                and invalid is None
-                and not self._down_done
-                and not (self._cancelled and self._cancel_thread == me)
-                and not (self._bad_request and self._bad_request_thread == me)
-            ):  # §1.6; §3.6 and §3.9: demand after a cancel or a bad request is not owed,
-                # except one made on another thread: it may reach the upstream first
-                self._demand = add_cap(self._demand, n)  # §3.17
-            upstream = self._upstream
-            nested = upstream is not None and self._owner == me  # from inside a signal
-            outer = self._requested_at
-            if nested:
-                self._requested_at = self._depth  # signals it causes may nest here (§3.2)
-            bad = invalid is not None and not (self._cancelled or self._down_done)
-            if bad:
-                # §3.9: from now on only on_error may end the stream, even one the upstream
-                # signals synchronously, inside this call.
-                self._bad_request = True
-                self._bad_request_thread = me
-                calls = self._bad_request_calling
-                calls[me] = calls.get(me, 0) + 1
-        try:
-            if violation is not None:
-                self._violated(violation)  # may raise: the marks above are undone below
-            if upstream is not None:
-                self._pass_request(upstream, n)
-        finally:
-            if nested or bad:
-                with self._lock:
-                    if nested:
-                        self._requested_at = outer
-                    if bad:
-                        calls = self._bad_request_calling
-                        calls[me] -= 1
-                        if not calls[me]:
-                            del calls[me]
-
-    def cancel(self) -> None:
-        """Pass the cancel upstream; it stays counted for the §1.1 check of in-flight elements."""
-        me = _get_ident()
-        with self._lock:
-            if self._failed:
-                return
-            violation = self._in_terminal_locked("cancel", me)
-            if not self._cancelled:
-                self._cancelled = True
-                self._cancel_thread = me
-            upstream = self._upstream
-        if violation is not None:
-            self._violated(violation)
-        if upstream is None:
-            return
-        try:
-            upstream.cancel()
-        except Exception as exc:
-            if not isinstance(exc, ProtocolViolation):
-                self._violated(self._raised_in("cancel()", exc, "3.15"), exc)
-            raise
-
-    def _pass_request(self, upstream: Subscription, n: int) -> None:
-        try:
-            upstream.request(n)
-        except Exception as exc:
-            if not isinstance(exc, ProtocolViolation):  # not ours, on its way out
-                self._violated(self._raised_in(f"request({n!r})", exc, "3.16"), exc)
-            raise
-
-    def cancel_deferring_cleanup(self) -> None:
-        """``cancel()``, passed on as the upstream's ``cancel_deferring_cleanup`` when it has
-        one (this project's Subscriptions: see ``DrainSubscription``), so that a consumer
-        such as ``publish_on`` gets through the checker what it asks of the Subscription
-        it wraps. The ``cancel()`` the caller owes afterwards is passed on as any cancel."""
-        deferring: Callable[[], None] | None = getattr(
-            self._upstream, "cancel_deferring_cleanup", None
-        )
-        if deferring is None:
-            self.cancel()
-            return
-        with self._lock:
-            if self._failed:
-                return
-            if not self._cancelled:  # counted as any cancel (§1.1 for what is in flight)
-                self._cancelled = True
-                self._cancel_thread = _get_ident()
-        deferring()
-
-    def _raised_in(self, call: str, exc: Exception, rule: str) -> ProtocolViolation:
-        """The violation for ``exc`` coming out of the upstream's ``call``: the Subscriber's
-        own exception, raised from a signal the call delivered synchronously, is its fault
-        (§2.13), not the Subscription's (``rule``)."""
-        if exc is self._raised:
-            return ProtocolViolation(
-                "2.13", f"§2.13: the Subscriber raised {exc!r} from a signal (inside {call})"
-            )
-        return ProtocolViolation(rule, f"§{rule}: {call} raised {exc!r}")
-
-    # -- violations ---------------------------------------------------------------------------
-
-    def _violated(self, violation: ProtocolViolation, cause: Exception | None = None) -> None:
-        """Handle ``violation``: in raise mode tear down and raise it, otherwise report it."""
-        if cause is not None:
-            violation.__cause__ = cause
-        if not self._raise:
-            self._report(violation)
-            return
-        me = _get_ident()
-        with self._lock:
-            if self._failed:  # only the first violation tears the stream down
-                raise violation
-            self._failed = True
-            self._open = False
-            upstream = None if self._terminated else self._upstream
-            self._upstream = None
-            deliver = need_subscribe = False
-            if not self._down_done:
-                self._down_done = True
-                if self._depth == 0:  # nobody inside a signal: deliver on_error now
-                    self._owner, self._depth = me, 1
-                    need_subscribe = not self._down_subscribed
-                    self._down_subscribed = True
-                    deliver = True
-                else:  # after the signal in progress returns (§1.3)
-                    self._pending = violation
-        if upstream is not None:
-            cancel_quietly(upstream)
-        if deliver:
-            self._deliver(violation, need_subscribe, me)
-        raise violation
-
-    def _deliver(self, violation: ProtocolViolation, need_subscribe: bool, me: int) -> None:
-        subscriber, self._subscriber = self._subscriber, None  # §3.13: never signalled again
-        try:
-            if subscriber is not None:
-                if need_subscribe:  # §1.9: on_subscribe before on_error
-                    subscriber.on_subscribe(self)
-                subscriber.on_error(violation)
-        except Exception as exc:  # §2.13
-            report_dropped(exc, rule="2.13", where="on_error(violation) raised")
-        finally:
-            self._leave(me)
-
-    # -- the conflict detector and its helpers (lock held where named _locked) -----------------
-
-    def _order_locked(self, signal: str, me: int) -> ProtocolViolation | None:
-        owner = self._owner
-        if (owner and owner != me) or any(t != me for t in self._strays):  # §1.3
-            return ProtocolViolation(
-                "1.3", f"§1.3: {signal} overlapped another signal in progress on another thread"
-            )
-        if owner and self._requested_at != self._depth:  # §1.3: nested, not in a request
-            return ProtocolViolation(
-                "1.3",
-                f"§1.3: {signal} was signalled from inside another signal on the same thread, "
-                "not through request()",
-            )
-        if signal == "on_subscribe":
-            if self._terminated:
-                return ProtocolViolation("1.7", "§1.7: on_subscribe after a terminal signal")
-            return None
-        if not self._subscribed:
-            return ProtocolViolation("1.9", f"§1.9: {signal} before on_subscribe")
-        if self._terminated:
-            return ProtocolViolation("1.7", f"§1.7: {signal} after a terminal signal")
-        return None
-
-    def _in_terminal_locked(self, call: str, me: int) -> ProtocolViolation | None:
-        if self._terminal_thread == me:  # §2.3
-            return ProtocolViolation(
-                "2.3", f"§2.3: {call}() called from inside on_error/on_complete"
-            )
-        return None
-
-    def _enter_locked(self, me: int) -> None:
-        """A signal is passed on: track it, until ``_leave``, as the owner's (nested) or, an
-        overlap that log mode passes on, as a stray of its thread's."""
-        owner = self._owner
-        if owner and owner != me:
-            self._strays[me] = self._strays.get(me, 0) + 1
-            return
-        self._owner = me
-        self._depth += 1
-
-    def _leave(self, me: int) -> None:
-        with self._lock:
-            if self._terminal_thread == me:
-                self._terminal_thread = 0
-            if me != self._owner and me in self._strays:  # an overlapping signal returns
-                depth = self._strays.pop(me) - 1
-                if depth:
-                    self._strays[me] = depth
-                return
-            self._depth -= 1
-            if self._depth:
-                return
-            self._owner = 0
-            pending = self._pending
-            if pending is None:
-                if self._raise and self._down_done:
-                    self._subscriber = None  # §3.13: raise mode never signals after a terminal
-                return
-            self._pending = None
-            self._owner, self._depth = me, 1
-            need_subscribe = not self._down_subscribed
-            self._down_subscribed = True
-        self._deliver(pending, need_subscribe, me)
-
-    def _pass(
-        self,
-        signal: Callable[[Subscriber[T]], None],
-        entered: bool,
-        terminal: bool = False,
-        violation: ProtocolViolation | None = None,
-    ) -> None:
-        """Handle ``violation`` if any, pass ``signal`` to the Subscriber (exceptions
-        propagate), then leave the detector: also when either raises (a violation callable
-        that raises must not leave the detector believing a signal is still in progress)."""
-        subscriber = self._subscriber
-        me = _get_ident() if entered else 0
-        try:
-            if violation is not None:
-                self._violated(violation)
-            if subscriber is not None:
-                try:
-                    signal(subscriber)
-                except Exception as exc:  # §2.13: told apart from the upstream's own errors
-                    self._raised = exc
-                    raise
-        finally:
-            if entered:
-                self._leave(me)
-            elif terminal:
-                with self._lock:
-                    if self._terminal_thread == _get_ident():
-                        self._terminal_thread = 0
-
-    def __repr__(self) -> str:
-        return f"<checked subscription demand={self._demand} failed={self._failed}>"
-
-
-def _is_none(value: object) -> bool:
-    """``value is None``, for arguments typed non-optional that a broken caller may pass."""
-    return value is None
-
-
-def _on_complete(subscriber: Subscriber[Any]) -> None:
-    subscriber.on_complete()
