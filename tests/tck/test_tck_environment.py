@@ -1,5 +1,6 @@
-"""The TCK itself: every official test exists under its Python name with its rule and kind,
-the environment's timeouts and event loop, the conflict detector, and optional-test skips."""
+"""The TCK's environment: every official test exists under its Python name with its rule and
+kind, the timeouts and the shared event loop, the rule decorator and the conflict detector.
+(Skips of a test a publisher cannot serve: test_tck_publisher.py.)"""
 
 from __future__ import annotations
 
@@ -12,8 +13,6 @@ from typing import Any
 
 import pytest
 
-from reactive_streams import Publisher
-from reactive_streams.adapters.iterables import from_iterable
 from reactive_streams.tck import (
     ConflictDetector,
     IdentityProcessorVerification,
@@ -32,6 +31,9 @@ _CLASSES: dict[str, type[Any]] = {
     "subscriber_blackbox": SubscriberBlackboxVerification,
     "processor": IdentityProcessorVerification,
 }
+
+
+# -- every official test, under its Python name, with its rule and kind -------------------------
 
 
 def _rows() -> list[dict[str, str]]:
@@ -64,6 +66,9 @@ def test_untested_tests_skip_saying_so(row: dict[str, str]) -> None:
     verification = _CLASSES[row["verification"]]()
     with pytest.raises(unittest.SkipTest, match="^untested"):
         getattr(verification, row["python_test_name"])()
+
+
+# -- timeouts and the shared event loop ---------------------------------------------------------
 
 
 def test_environment_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -117,6 +122,9 @@ def test_event_loop_is_shared_and_runs_on_a_daemon_thread() -> None:
     assert thread.daemon and thread is not threading.current_thread()
 
 
+# -- the conflict detector and the rule decorator -----------------------------------------------
+
+
 def test_conflict_detector_flags_other_threads_only() -> None:
     """Nesting on one thread is fine; a signal from another thread meanwhile is a conflict."""
     detector = ConflictDetector()
@@ -149,57 +157,3 @@ def test_rule_decorator_and_failure_type() -> None:
     with pytest.raises(ValueError):
         rule("1.1", "sometimes")
     assert issubclass(TCKFailure, AssertionError)
-
-
-class _NeverCompletes:
-    """A publisher of nothing that never completes: fails the optional §1.5 empty test."""
-
-    def subscribe(self, subscriber: Any) -> None:
-        subscriber.on_subscribe(_Nothing())
-
-
-class _Nothing:
-    def request(self, n: int) -> None:
-        pass
-
-    def cancel(self) -> None:
-        pass
-
-
-def test_an_optional_test_not_passed_skips_with_its_failure() -> None:
-    """As in the JVM TCK, an optional requirement not met skips, keeping the rule's message."""
-
-    class V(PublisherVerification[int]):
-        def env(self) -> TestEnvironment:
-            return TestEnvironment(default_timeout_ms=100, no_signals_timeout_ms=10)
-
-        def create_publisher(self, elements: int) -> Publisher[int]:
-            return _NeverCompletes() if elements == 0 else from_iterable(range(elements))
-
-    with pytest.raises(unittest.SkipTest, match="optional requirement not met: §1.5"):
-        V().test_optional_spec105_empty_stream_must_terminate_by_signalling_on_complete()
-
-
-def test_missing_failed_publisher_skips() -> None:
-    """Without create_failed_publisher() the tests that need one skip, saying why."""
-
-    class V(PublisherVerification[int]):
-        def create_publisher(self, elements: int) -> Publisher[int]:
-            return from_iterable(range(elements))
-
-    with pytest.raises(unittest.SkipTest, match="create_failed_publisher"):
-        V().test_optional_spec104_must_signal_on_error_when_fails()
-
-
-def test_too_few_elements_skips() -> None:
-    """A test needing more elements than max_elements_from_publisher() skips, saying why."""
-
-    class V(PublisherVerification[int]):
-        def create_publisher(self, elements: int) -> Publisher[int]:
-            return from_iterable(range(elements))
-
-        def max_elements_from_publisher(self) -> int:
-            return 2
-
-    with pytest.raises(unittest.SkipTest, match="max_elements_from_publisher"):
-        V().test_required_spec105_must_signal_on_complete_when_finite_stream_terminates()
