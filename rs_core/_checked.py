@@ -36,15 +36,14 @@ def checked(publisher: Publisher[T], *, on_violation: OnViolation = "raise") -> 
     """Wrap ``publisher`` so that every signal to and from it is checked against the rules.
 
     Checked per Subscriber: §1.1, §1.3, §1.7, §1.9, §2.3, §2.12, §2.13, §3.9, §3.15, §3.16
-    (what each means here, and what is not checked: docs/notes/checked.md).
+    (what each means, and what is not checked: docs/notes/checked.md).
 
     Args:
         publisher: any Publisher.
-        on_violation: ``"raise"`` (default): the violation is raised to the offending caller,
-            the Subscriber gets ``on_error(violation)`` once, the upstream is cancelled and
-            later upstream signals are dropped. ``"log"``: logged at ERROR to the
-            ``reactive_streams`` logger, and the signal passed on. A callable: called with
-            the violation instead of logging; what it raises reaches the offending caller.
+        on_violation: ``"raise"`` (default): raised to the offending caller, the Subscriber
+            gets ``on_error(violation)`` once, the upstream is cancelled. ``"log"``: logged
+            at ERROR (logger ``reactive_streams``), the signal passed on. A callable: called
+            instead of logging; what it raises reaches the offending caller.
 
     Returns:
         A Publisher with the same elements; each Subscriber gets its own checker.
@@ -52,10 +51,7 @@ def checked(publisher: Publisher[T], *, on_violation: OnViolation = "raise") -> 
     Raises:
         TypeError: ``on_violation`` is neither ``"raise"``, ``"log"`` nor callable.
 
-    Example:
-        >>> from reactive_streams.adapters.iterables import from_iterable, to_iterator
-        >>> list(to_iterator(checked(from_iterable(range(3)))))
-        [0, 1, 2]
+    Example: ``list(to_iterator(checked(from_iterable(range(3)))))`` is ``[0, 1, 2]``.
     """
     return CheckedPublisher(publisher, on_violation)
 

@@ -35,15 +35,12 @@ class _NoneSignal(ProtocolViolation, TypeError):
 class Checker(Generic[T]):
     """One Subscriber's checker: a Subscriber to the upstream, the Subscription downstream.
 
-    All checks are O(1) under one lock per signal; user code (the Subscriber, the upstream
-    Subscription, a violation callable) is always called outside it. The conflict detector
-    records which thread is inside a signal (and how deeply, for same-thread nesting), and at
-    which depth the innermost ``request`` that thread made from inside a signal is in
-    progress; a signal from another thread meanwhile, or from the same thread but not
-    directly inside such a ``request`` (a signal re-entered from inside the one that
-    request delivered), is the §1.3 violation. In raise mode the
-    ``on_error(violation)`` meant for the Subscriber waits until the signal in progress
-    returns, so the checker's own signals stay serial.
+    Rules: those ``checked`` lists. Signals arrive on the publisher's threads, ``request`` and
+    ``cancel`` on the caller's. Every check is O(1) under ``_lock``; user code (the Subscriber,
+    the upstream Subscription, a violation callable) is always called outside it. A conflict
+    detector (``_owner``, ``_depth``, ``_requested_at``, ``_strays``) finds overlapping signals
+    (§1.3); in raise mode the Subscriber's ``on_error(violation)`` waits until the signal in
+    progress returns, so the checker's own signals stay serial (docs/notes/checked.md).
     """
 
     __slots__ = (

@@ -80,7 +80,7 @@ class Replenisher:
         return the demand to request now (0 for none)."""
         if self.prefetch == UNBOUNDED:
             return 0
-        self._count += n
+        self._count += n  # owned: the one consumer (see above)
         if self._count >= self.limit:
             due, self._count = self._count, 0
             self._queued = queued
@@ -111,6 +111,6 @@ class Replenisher:
         count = self._count
         if not count or count != self._queued:
             return 0
-        self._count = 0
+        self._count = 0  # owned: the one consumer
         self._queued = 0  # the queue is empty: anything consumed from now on arrived after
         return count
