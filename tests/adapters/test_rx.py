@@ -836,7 +836,7 @@ def test_two_threads_feeding_one_subject_never_strand_an_element(
     """Two threads calling a Subject's on_next at once (against Rx's contract, but a common
     mistake): pinned to the worst interleaving, both append before either asks whether the
     buffer was empty. One of them must still wake the drain, or both elements wait forever."""
-    import reactive_streams.adapters.rx as rx_adapter
+    from reactive_streams.adapters import _rx_buffer
 
     barrier = threading.Barrier(2, timeout=0.5)  # pins the race; times out when excluded
 
@@ -848,7 +848,7 @@ def test_two_threads_feeding_one_subject_never_strand_an_element(
             except threading.BrokenBarrierError:
                 pass
 
-    monkeypatch.setattr(rx_adapter, "deque", Racing)
+    monkeypatch.setattr(_rx_buffer, "deque", Racing)
     subject: Subject[int] = Subject()
     sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
     from_observable(subject, overflow=overflow, buffer_size=4).subscribe(sub)
@@ -911,7 +911,7 @@ def test_latest_evicts_only_when_the_buffer_is_still_full(monkeypatch: pytest.Mo
     a request on another thread makes room. The two are ordered: either the drain takes 0
     first and nothing needs evicting, or 0 is evicted and the drain takes 1; never is 0
     delivered and 1 evicted while there was room."""
-    import reactive_streams.adapters.rx as rx_adapter
+    from reactive_streams.adapters import _rx_buffer
 
     sub: RecordingSubscriber[int] = RecordingSubscriber(0)
     requester: list[threading.Thread] = []
@@ -928,7 +928,7 @@ def test_latest_evicts_only_when_the_buffer_is_still_full(monkeypatch: pytest.Mo
                 thread.join(0.5)  # runs now unless the eviction holds the drain off
             return super().popleft()
 
-    monkeypatch.setattr(rx_adapter, "deque", Pinned)
+    monkeypatch.setattr(_rx_buffer, "deque", Pinned)
     dropped: list[int] = []
     subject: Subject[int] = Subject()
     from_observable(subject, overflow="latest", buffer_size=2, on_drop=dropped.append).subscribe(
@@ -949,7 +949,7 @@ def test_an_element_racing_the_rx_error_is_delivered_before_it(
     """A Subject fed from two threads, on_next on one and on_error on the other at once:
     the element either lands before the end is recorded (delivered, then on_error) or is
     dropped; the error is never turned into on_complete."""
-    import reactive_streams.adapters.rx as rx_adapter
+    from reactive_streams.adapters import _rx_buffer, _rx_from
 
     at_append, go_append, appended = threading.Event(), threading.Event(), threading.Event()
 
@@ -962,8 +962,8 @@ def test_an_element_racing_the_rx_error_is_delivered_before_it(
             if element == "late":
                 appended.set()
 
-    monkeypatch.setattr(rx_adapter, "deque", Pinned)
-    original_at_end = rx_adapter._BufferSource.at_end
+    monkeypatch.setattr(_rx_buffer, "deque", Pinned)
+    original_at_end = _rx_buffer._BufferSource.at_end
 
     def at_end(self: Any) -> bool:
         over = original_at_end(self)
@@ -972,7 +972,7 @@ def test_an_element_racing_the_rx_error_is_delivered_before_it(
             appended.wait(0.5)
         return over
 
-    monkeypatch.setattr(rx_adapter._ObservableSource, "at_end", at_end)
+    monkeypatch.setattr(_rx_from._ObservableSource, "at_end", at_end)
     subject: Subject[str] = Subject()
     sub: RecordingSubscriber[str] = RecordingSubscriber(10)
     from_observable(subject, overflow="drop", buffer_size=8).subscribe(sub)
@@ -1287,9 +1287,11 @@ def test_a_subscribe_function_may_read_is_stopped_as_on_rxs_own_observer(end: st
 def test_block_a_producer_ignoring_disposal_delivers_nothing_once_cancel_returned() -> None:
     """block, a cold producer on the owned thread's trampoline (the subscription disposable
     already handed over) that ignores disposal: once cancel() has returned, none of its
-    elements reaches the subscriber, and the producer is stopped at its next one."""
+    elements reaches the subscriber, nor its end; the producer is never raised into (it runs
+    to its end, as under Rx's own subscribe), and the owned thread then ends."""
     cancelled = threading.Event()
     reached: list[int] = []
+    returned = threading.Event()
 
     def subscribe(observer: Any, scheduler: Any = None) -> Disposable:
         def produce(*_: Any) -> None:
@@ -1299,6 +1301,7 @@ def test_block_a_producer_ignoring_disposal_delivers_nothing_once_cancel_returne
                 reached.append(i)
                 observer.on_next(i)
             observer.on_completed()
+            returned.set()
 
         (scheduler or CurrentThreadScheduler.singleton()).schedule(produce)
         return Disposable()
@@ -1312,7 +1315,9 @@ def test_block_a_producer_ignoring_disposal_delivers_nothing_once_cancel_returne
     canceller.join(5)
     cancelled.set()
     _owned_thread_ends(before)
-    assert sub.elements == [0, 1] and reached == [0, 1, 2] and not sub.is_terminated
+    assert returned.is_set() and reached == list(range(10))
+    assert sub.elements == [0, 1] and not sub.is_terminated
+    sub.assert_no_violations()
 
 
 def test_rx_subscribe_patched_before_the_adapter_is_imported_is_used() -> None:
