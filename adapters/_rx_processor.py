@@ -23,6 +23,7 @@ from reactive_streams._demand import add_cap
 from reactive_streams._drain import DrainSubscription
 from reactive_streams._subscription import (
     CANCELLED,
+    cancel_quietly,
     reject,
     report_dropped,
     require_element,
@@ -176,13 +177,16 @@ class RxProcessor(Generic[T, R]):
             if not duplicate:
                 self._upstream = subscription
         if duplicate:  # §2.5, or cancelled before upstream subscribed
-            subscription.cancel()
+            cancel_quietly(subscription)  # §3.15: a raising cancel is not ours to raise
             return
         self._replenish()
 
     def on_next(self, element: T) -> None:
-        require_element(element)  # §2.13
         source = self._source
+        if element is None:  # §2.13: upstream counts as cancelled, the subscriber hears why
+            if not source._done:  # (once the stream is over, there is no one to tell)
+                self._chain_ended(TypeError("§2.13: upstream signalled on_next(None)"))
+            require_element(element)  # and upstream gets its TypeError
         if source._done:
             return  # the stream is over: an element in flight after our cancel (§3.12)
         before = source.produced

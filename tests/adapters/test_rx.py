@@ -1827,6 +1827,49 @@ def test_rx_processor_is_unicast() -> None:
     assert second.subscription is not None and isinstance(second.error, RuntimeError)
 
 
+def test_spec213_rx_processor_on_next_none_cancels_upstream_and_fails_downstream() -> None:
+    """§2.13: upstream's on_next(None) raises TypeError to upstream, and, as every other sink
+    does, the processor cancels upstream and fails its subscriber with that rule's error
+    after the outputs already buffered, so a consumer never waits for ever."""
+    upstream = RecordingSubscription()
+    stage = rx_processor(ops.map(lambda x: x * 10))
+    stage.on_subscribe(upstream)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+    stage.subscribe(sub)
+    stage.on_next(1)
+    with pytest.raises(TypeError, match="§2.13"):
+        stage.on_next(None)  # type: ignore[arg-type]
+    assert upstream.cancelled.is_set()
+    sub.request(5)
+    sub.await_terminal()
+    assert sub.elements == [10] and isinstance(sub.error, TypeError)
+    assert "§2.13" in str(sub.error)
+    sub.assert_no_violations()
+
+
+def test_spec205_rx_processor_a_second_subscription_whose_cancel_raises_is_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """§2.5, §3.15: a second on_subscribe is cancelled, and a cancel that raises is reported
+    (§3.15 says it must return normally), not raised into the caller; the first stays."""
+
+    class Raising(RecordingSubscription):
+        def cancel(self) -> None:
+            super().cancel()
+            raise RuntimeError("cancel bug")
+
+    first, second = RecordingSubscription(), Raising()
+    stage = rx_processor()
+    stage.on_subscribe(first)
+    with caplog.at_level(logging.ERROR, logger="reactive_streams"):
+        stage.on_subscribe(second)  # returns normally
+    assert second.cancelled.is_set() and not first.cancelled.is_set()
+    assert any("3.15" in r.getMessage() for r in caplog.records)
+    sub: RecordingSubscriber[int] = RecordingSubscriber(3)
+    stage.subscribe(sub)
+    assert first.total > 0
+
+
 def test_mixed_pipeline_generator_rx_processor_to_observable() -> None:
     """generator -> rx_processor -> to_observable -> from_observable(block) -> to_iterator."""
     stage = rx_processor(ops.map(lambda x: x * 3), ops.filter(lambda x: x % 2 == 1))
