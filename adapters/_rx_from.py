@@ -64,9 +64,10 @@ class _ObservableSource(_BufferSource[T]):
     wait for room. ``block`` subscribes on a thread it owns; there Rx calls the drain's
     emitter lease, which delivers straight to the subscriber while its credit lasts
     (§1.1), and ``on_next`` is the lease's fallback (the regular path: buffer or wait).
-    Cancel disposes the Rx subscription at once (§3.12); a producer that ignores it on the
-    owned thread is unwound with ``_Stop``. Rules: §1.1, §1.4, §2.13, §3.12, §3.13. Why the
-    lease is taken only on the owned thread: docs/adapters.md, "Cost of block".
+    Cancel disposes the Rx subscription at once (§3.12); a producer that goes on emitting on
+    the owned thread inside its subscribe call (no disposable yet) is unwound with ``_Stop``.
+    Rules: §1.1, §1.4, §2.13, §3.12, §3.13. Why the lease is taken only on the owned thread:
+    docs/adapters.md, "Cost of block".
     """
 
     __slots__ = (
@@ -107,8 +108,8 @@ class _ObservableSource(_BufferSource[T]):
         subscription = self.subscription
         if subscription is not None:
             subscription.release_lease()  # this path never runs under a lease
-        if self._done:  # cancelled or failed (Rx's observer drops what follows its end)
-            self._stop_if_owned()  # a producer that ignores disposal, on our thread: unwind it
+        if self._done:  # cancelled, failed or ended: dropped (§1.7, §3.13); on our own thread,
+            self._stop_if_owned()  # unwind a producer that goes on inside its subscribe call
             return
         if element is None:  # legal in Rx, never an element here: fail, don't raise into Rx
             self._fail(
