@@ -37,6 +37,7 @@ from reactive_streams._loop import (
     on_loop,
     resolve_loop,
     run_clean_up,
+    start_eagerly,
     start_task,
 )
 from reactive_streams._subscription import (
@@ -62,18 +63,11 @@ _NOTHING: Final = _Marker("NOTHING")
 
 
 def _spawn(
-    loop: asyncio.AbstractEventLoop,
-    start: Callable[[], Awaitable[Any]],
-    what: str,
-    on_cancelled: Callable[[], None] | None = None,
+    loop: asyncio.AbstractEventLoop, start: Callable[[], Awaitable[Any]], what: str
 ) -> asyncio.Task[None]:
     """Run ``start()`` as a kept task on ``loop``, called when the task first runs: a task
-    cancelled before then (the end of ``asyncio.run``) leaves no coroutine never awaited.
-    ``on_cancelled`` runs on the loop when the task ends cancelled, started or not."""
-    task = start_task(loop, _guard(start, what))
-    if on_cancelled is not None:
-        task.add_done_callback(lambda done: on_cancelled() if done.cancelled() else None)
-    return task
+    cancelled before then (the end of ``asyncio.run``) leaves no coroutine never awaited."""
+    return start_task(loop, _guard(start, what))
 
 
 async def _guard(start: Callable[[], Awaitable[Any]], what: str) -> None:
@@ -116,6 +110,7 @@ class _HandOff(AsyncObserver[T], Source[T]):
         "_terminal",
         "_wake",
         "_wanted",
+        "_watch",
     )
 
     def __init__(self, source: AsyncObservable[T], loop: asyncio.AbstractEventLoop) -> None:
@@ -129,29 +124,39 @@ class _HandOff(AsyncObserver[T], Source[T]):
         self._disposable: AsyncDisposable | None = None
         self._ended: asyncio.Future[None] | None = None  # resolved by close (see _subscribe)
         self._wake: Callable[[], None] | None = None
+        self._watch: asyncio.Task[None] | None = None  # _subscribe's task, after its first step
 
     # -- upstream: aioreactive's side ----------------------------------------------------
 
     def connect(self) -> None:
-        """Subscribe to the aioreactive source (on the loop), unless already cancelled."""
+        """Subscribe to the aioreactive source, on the loop, unless already cancelled.
+
+        ``subscribe_async`` runs up to its first suspension before this returns, so a hot
+        source that registers its observer at once (an ``AsyncSubject``) keeps every element
+        sent after ``subscribe()``; the rest of ``_subscribe`` is a kept task."""
         source, self._source = self._source, None  # owned: the loop
-        if source is not None and not self._closed:
-            _spawn(
-                self._loop,
-                lambda: self._subscribe(source),
-                "subscribing the source",
-                on_cancelled=self._loop_ended,
-            )
+        if source is None or self._closed:
+            return
+        watch = start_eagerly(
+            self._loop, _guard(lambda: self._subscribe(source), "subscribing the source")
+        )
+        if watch is not None:
+            self._watch = watch
+            watch.add_done_callback(self._watch_ended)
+
+    def _watch_ended(self, watch: asyncio.Task[None]) -> None:
+        if watch.cancelled():
+            self._loop_ended()
 
     async def _subscribe(self, source: AsyncObservable[T]) -> None:
-        """Subscribe, then watch the loop until close(): this task is ours alone, so if it is
-        cancelled before then (even before it started), the loop is shutting down (the end of
-        ``asyncio.run``), and ``_loop_ended`` runs."""
+        """Subscribe, then watch the loop until close(): once its first step has run, this
+        task is ours alone, so if it is cancelled before close(), the loop is shutting down
+        (the end of ``asyncio.run``), and ``_loop_ended`` runs."""
         try:
             disposable = await source.subscribe_async(self)
         except asyncio.CancelledError:
             task = asyncio.current_task()
-            if task is not None and task.cancelling():
+            if task is not None and task is self._watch and task.cancelling():
                 raise  # our task: the loop shutting down
             error = RuntimeError(  # the source's own: it will never be subscribed (§1.4)
                 "from_async_observable(): the source's subscribe_async() was cancelled"
@@ -297,7 +302,8 @@ class AsyncObservablePublisher(Generic[T]):
     become ``on_error``/``on_complete`` after the element in the slot (§1.4, §1.5), even
     without demand (§1.2); so does the loop shutting down before the end (``on_error``).
     Signals are delivered on the loop by the drain loop; ``request`` and ``cancel`` may come
-    from any thread. Cancel disposes the aioreactive subscription and lets a waiting
+    from any thread. Subscribed on the loop's thread, the source is subscribed before
+    ``subscribe`` returns. Cancel disposes the aioreactive subscription and lets a waiting
     ``asend`` return (its element dropped) (§3.12, §3.13).
     """
 
@@ -323,7 +329,7 @@ class AsyncObservablePublisher(Generic[T]):
             return
         handoff: _HandOff[T] = _HandOff(self._source, loop)
         DrainSubscription(subscriber, handoff, OnLoop(loop)).start()
-        try:  # on the loop: its task is made now, so asyncio.run's task sweep cancels it
+        try:  # on the loop: subscribed before this returns (a hot source's elements kept)
             call_on_loop(loop, handoff.connect)
         except RuntimeError as exc:  # closed since resolve_loop: the drain cannot run either
             report_dropped(exc, where="from_async_observable(): the event loop closed")
@@ -343,8 +349,9 @@ def from_async_observable(
         loop: where the source runs and signals are delivered; ``None``: the loop running
             where ``subscribe`` is called (without one: ``on_subscribe``, then ``on_error``).
 
-    Raises ``TypeError`` (no ``subscribe_async``, or ``loop`` no event loop) or ``ValueError``
-    (``loop`` closed).
+    A hot source's elements are kept from the moment ``subscribe`` is called on the loop's
+    thread (from another thread: from the loop's next turn). Raises ``TypeError`` (no
+    ``subscribe_async``, or ``loop`` no event loop) or ``ValueError`` (``loop`` closed).
 
     Example:
         >>> import aioreactive as rx

@@ -1,7 +1,7 @@
 """Event-loop helpers the asyncio adapters share (from_async_iterable, from_async_observable).
 
 Where a loop-bound publisher runs (checking and resolving ``loop=``), how it starts the tasks
-it keeps (strongly referenced until done), and how its
+it keeps (strongly referenced until done; first step at a later turn, or now), and how its
 clean-up outlives the end of ``asyncio.run``. The drain policy itself is ``_drain.OnLoop``.
 Why each helper is shaped so: docs/adapters.md, "Running on the event loop".
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from collections.abc import Callable, Coroutine
-from typing import Any, Final, TypeVar
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, Final, Generic, TypeVar, final
 
 __all__ = [
     "BATCH",
@@ -21,6 +21,7 @@ __all__ = [
     "on_loop",
     "resolve_loop",
     "run_clean_up",
+    "start_eagerly",
     "start_task",
 ]
 
@@ -101,6 +102,62 @@ def start_task(
     task = asyncio.Task(coro, loop=loop, context=context)
     _keep(task)
     return task
+
+
+def start_eagerly(
+    loop: asyncio.AbstractEventLoop,
+    coro: Coroutine[Any, Any, None],
+    context: contextvars.Context | None = None,
+) -> asyncio.Task[None] | None:
+    """Run ``coro`` up to its first suspension now, then the rest as a kept task on ``loop``.
+
+    Called on ``loop``'s thread. What that first step does is done when this returns (a hot
+    source's ``subscribe_async`` has registered its observer); an exception it raises
+    propagates here. None when ``coro`` finished in that step. The first step runs in
+    ``context`` (a copy of the current one by default), under the caller's current task."""
+    if context is None:
+        context = contextvars.copy_context()
+    try:
+        yielded = context.run(coro.send, None)
+    except StopIteration:
+        return None
+    return start_task(loop, _rest(_Resumed(coro, yielded)), context)
+
+
+async def _rest(resumed: _Resumed[T]) -> T:
+    return await resumed
+
+
+@final
+class _Resumed(Generic[T]):
+    """The rest of a coroutine whose first step already ran: hands its task what that step
+    yielded (a future to wait for, or None), then drives it on as ``await`` would."""
+
+    __slots__ = ("_coro", "_yielded")
+
+    def __init__(self, coro: Coroutine[Any, Any, T], yielded: Any) -> None:
+        self._coro = coro
+        self._yielded = yielded
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        coro, yielded = self._coro, self._yielded
+        self._yielded = None
+        while True:
+            try:
+                sent = yield yielded
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # a cancellation (or any throw): into the coroutine
+                try:
+                    yielded = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+            else:
+                try:
+                    yielded = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
 
 
 def run_clean_up(

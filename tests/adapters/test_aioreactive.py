@@ -335,14 +335,21 @@ class TestFromAsyncObservable:
         assert isinstance(sub.error, RuntimeError) and "shutting down" in str(sub.error)
         sub.assert_no_violations()
 
-    def test_the_loop_ending_before_the_source_is_subscribed_fails_the_stream(self) -> None:
-        """asyncio.run ending right after subscribe: the subscribing task is cancelled before
-        its first step. The subscriber still hears on_error, and no coroutine is left never
-        awaited (the task makes its coroutine when it starts)."""
+    def test_the_loop_ending_right_after_subscribe_fails_the_stream(self) -> None:
+        """asyncio.run ending right after subscribe, before the source's producer sent
+        anything (it starts a loop turn later), while the subscriber has demand outstanding:
+        it still hears on_error, and no coroutine is left never awaited."""
         sub: RecordingSubscriber[int] = RecordingSubscriber(10)
 
+        class Late(AwaitingSource):
+            async def subscribe_async(
+                self, send: Any = None, throw: Any = None, close: Any = None
+            ) -> AsyncDisposable:
+                await asyncio.sleep(0)  # the producer's first send comes after the sweep
+                return await super().subscribe_async(send, throw, close)
+
         async def main() -> None:
-            from_async_observable(AwaitingSource(10)).subscribe(sub)
+            from_async_observable(Late(10)).subscribe(sub)
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -656,9 +663,6 @@ class TestFromAsyncObservable:
                 sent += 1
             await subject.aclose()
 
-        await asyncio.sleep(0)  # let the adapter subscribe to the subject
-        while not subject._observers:
-            await asyncio.sleep(0)
         producer = asyncio.create_task(produce())
         got = []
         async for x in it:
@@ -667,6 +671,87 @@ class TestFromAsyncObservable:
             assert sent - len(got) <= 3
         await producer
         assert got == list(range(20))
+
+    # -- a hot source keeps what is sent from the moment subscribe() is called ----------------
+
+    @pytest.mark.asyncio
+    @pytest.mark.parametrize("demand", [0, UNBOUNDED], ids=["no demand", "demand"])
+    async def test_a_hot_subject_keeps_what_is_sent_right_after_subscribe(
+        self, demand: int
+    ) -> None:
+        """subscribe() on the loop subscribes the AsyncSubject before it returns: asend and
+        aclose made right after it, before the code yields, reach the subscriber (§1.2: the
+        completion without demand too). They were lost, and the subscriber never ended."""
+        asyncio.get_running_loop().set_debug(True)
+        subject: rx.AsyncSubject[int] = rx.AsyncSubject()
+        sub: RecordingSubscriber[int] = RecordingSubscriber(demand)
+        from_async_observable(subject).subscribe(sub)
+        if demand:
+            await subject.asend(1)
+            await subject.asend(2)
+        await subject.aclose()
+        for _ in range(50):  # loop turns, not time
+            if sub.is_terminated:
+                break
+            await asyncio.sleep(0)
+        assert sub.completed and sub.elements == ([1, 2] if demand else [])
+        sub.assert_no_violations()
+
+    @pytest.mark.asyncio
+    async def test_a_hot_subject_keeps_an_error_sent_right_after_subscribe(self) -> None:
+        """athrow right after subscribe(), before the code yields: on_error (§1.4), without
+        demand (§1.2). It was lost, and the subscriber never ended."""
+        subject: rx.AsyncSubject[int] = rx.AsyncSubject()
+        sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+        from_async_observable(subject).subscribe(sub)
+        await subject.athrow(ValueError("at once"))
+        for _ in range(50):  # loop turns, not time
+            if sub.is_terminated:
+                break
+            await asyncio.sleep(0)
+        assert isinstance(sub.error, ValueError) and sub.elements == []
+
+    def test_a_subscribe_from_another_thread_keeps_what_the_loop_sends_after_it(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """subscribe() from another thread subscribes on the loop's next turn: whatever the
+        loop runs after the subscribe was made (here a send queued right after it) is kept."""
+        subject: rx.AsyncSubject[int] = rx.AsyncSubject()
+        sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+        from_async_observable(subject, loop=loop).subscribe(sub)
+
+        async def send() -> None:
+            await subject.asend(7)
+            await subject.aclose()
+
+        asyncio.run_coroutine_threadsafe(send(), loop).result(5)
+        sub.await_terminal()
+        assert sub.completed and sub.elements == [7]
+
+    @pytest.mark.asyncio
+    async def test_a_subscribe_async_raising_cancelled_error_at_once_is_on_error(self) -> None:
+        """A subscribe_async that raises CancelledError in its first step (run inside
+        subscribe()) fails the stream (§1.4), even when the subscribing task has a
+        cancellation of its own pending: nothing escapes subscribe()."""
+
+        class Refusing(AsyncObservable[int]):
+            async def subscribe_async(
+                self, send: Any = None, throw: Any = None, close: Any = None
+            ) -> AsyncDisposable:
+                raise asyncio.CancelledError("refused")
+
+        me = asyncio.current_task()
+        assert me is not None
+        me.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.sleep(0)
+        assert me.cancelling()  # still counted as cancelling: subscribe() must not care
+        try:
+            sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+            from_async_observable(Refusing()).subscribe(sub)
+            assert isinstance(sub.error, RuntimeError) and "was cancelled" in str(sub.error)
+        finally:
+            me.uncancel()
 
 
 # -- to_async_observable ----------------------------------------------------------------------
