@@ -133,7 +133,8 @@ class _AsyncIteratorSource(Source[T]):
         if budget > 0 and self._pump is None and self._outcome is _NOTHING:
             if self._iterator is not None:
                 self._idle = True  # until the task starts
-                self._pump = pump = start_task(self._loop, self._pump_budget(), self._context)
+                pump = start_task(self._loop, self._pump_budget(), self._context)
+                self._pump = pump  # owned: the loop
                 pump.add_done_callback(self._pump_ended)
 
     def poll(self) -> T | _Marker:
@@ -183,7 +184,7 @@ class _AsyncIteratorSource(Source[T]):
                 append(value)
                 self._budget -= 1  # owned: the loop; before any await (want() reads it)
                 if self._waking is None:  # once per burst: the drain takes all that came
-                    self._waking = self._loop.call_soon(self._wake_drain)
+                    self._waking = self._loop.call_soon(self._wake_drain)  # owned: the loop
                 if self._budget <= 0:  # the burst ends here: deliver it now, not one
                     self._pump = None  # loop iteration later (a want() it causes starts
                     self._wake_now()  # a fresh pump, which runs after the loop's turn)
@@ -224,7 +225,7 @@ class _AsyncIteratorSource(Source[T]):
     def _finish(self, outcome: _Marker | _Failure) -> None:
         if self._iterator is None:
             return
-        self._outcome = outcome
+        self._outcome = outcome  # owned: the loop
         self._wake_drain()  # elements fetched before it are still delivered first
 
     def close(self) -> None:

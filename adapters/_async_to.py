@@ -69,11 +69,11 @@ class _LoopSignal:
                 return
             direct = on_loop(self._loop)  # on the loop, in a task or a callback
             if direct:
-                self._waiter = None
+                self._waiter = None  # under _lock
             elif self._scheduled:
                 return  # a _fire is on its way and takes whatever waiter is current
             else:
-                self._scheduled = True
+                self._scheduled = True  # under _lock
         if direct:
             if not waiter.done():
                 waiter.set_result(None)

@@ -169,7 +169,7 @@ class _HandOff(AsyncObserver[T], Source[T]):
         if self._closed:  # cancelled while subscribing
             await disposable.dispose_async()
             return
-        self._disposable = disposable
+        self._disposable = disposable  # owned: the loop
         ended = self._ended = self._loop.create_future()
         await ended
 
@@ -350,8 +350,7 @@ def from_async_observable(
             where ``subscribe`` is called (without one: ``on_subscribe``, then ``on_error``).
 
     A hot source's elements are kept from the moment ``subscribe`` is called on the loop's
-    thread (from another thread: from the loop's next turn). Raises ``TypeError`` (no
-    ``subscribe_async``, or ``loop`` no event loop) or ``ValueError`` (``loop`` closed).
+    thread (from another thread: from the loop's next turn). Raises ``TypeError``/``ValueError``.
 
     Example:
         >>> import aioreactive as rx
@@ -475,28 +474,24 @@ class PublisherAsyncObservable(AsyncObservable[T], Generic[T]):
 
 
 def to_async_observable(publisher: Publisher[T], *, prefetch: int = 256) -> AsyncObservable[T]:
-    """An aioreactive ``AsyncObservable`` over any Publisher, with a bounded window.
+    """An aioreactive ``AsyncObservable`` over any Publisher, with a bounded window (§1.1).
 
     Args:
         publisher: any Publisher, signalling on any thread.
         prefetch: the most elements requested ahead of those sent; 75% is re-requested as
             they are taken. Each ``asend`` is awaited before the next element is sent.
 
-    Returns:
-        An ``AsyncObservable``; disposing a subscription cancels the Reactive Streams one.
+    Disposing a subscription cancels the Reactive Streams one (§3.12).
 
     Example:
         >>> import aioreactive as rx
         >>> from reactive_streams.adapters.iterables import from_iterable
         >>> async def main():
-        ...     seen = []
-        ...     async def asend(x):
-        ...         seen.append(x)
-        ...     done = asyncio.Event()
-        ...     async def aclose():
-        ...         done.set()
-        ...     await to_async_observable(from_iterable("ab")).subscribe_async(
-        ...         rx.AsyncAnonymousObserver(asend, None, aclose))
+        ...     seen, done = [], asyncio.Event()
+        ...     async def asend(x): seen.append(x)
+        ...     async def aclose(): done.set()
+        ...     observer = rx.AsyncAnonymousObserver(asend, None, aclose)
+        ...     await to_async_observable(from_iterable("ab")).subscribe_async(observer)
         ...     await done.wait()
         ...     return seen
         >>> asyncio.run(main())
