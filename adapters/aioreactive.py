@@ -30,7 +30,16 @@ except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environm
 from aioreactive import AsyncAnonymousObserver, AsyncObservable, AsyncObserver
 from expression.system import AsyncDisposable
 
-from reactive_streams._drain import EMPTY, END, DrainSubscription, Source, _Marker
+from reactive_streams._drain import EMPTY, END, DrainSubscription, OnLoop, Source, _Marker
+from reactive_streams._loop import (
+    call_on_loop,
+    check_loop,
+    on_loop,
+    resolve_loop,
+    run_clean_up,
+    start_eagerly,
+    start_task,
+)
 from reactive_streams._subscription import (
     not_an_exception,
     reject,
@@ -38,14 +47,7 @@ from reactive_streams._subscription import (
     require_publisher,
     require_subscriber,
 )
-from reactive_streams.adapters.async_iterables import (
-    AsyncPublisherIterator,
-    LoopPolicy,
-    _check_loop,
-    _resolve_loop,
-    _run_clean_up,
-    _start_task,
-)
+from reactive_streams.adapters.async_iterables import AsyncPublisherIterator
 from reactive_streams.api import Publisher, Subscriber
 
 __all__ = [
@@ -61,20 +63,11 @@ _NOTHING: Final = _Marker("NOTHING")
 
 
 def _spawn(
-    loop: asyncio.AbstractEventLoop,
-    start: Callable[[], Awaitable[Any]],
-    what: str,
-    on_cancelled: Callable[[], None] | None = None,
+    loop: asyncio.AbstractEventLoop, start: Callable[[], Awaitable[Any]], what: str
 ) -> asyncio.Task[None]:
-    """Run ``start()`` as a task on ``loop``. ``start()`` is called when the task first runs,
-    so a task cancelled before then (the end of ``asyncio.run``) leaves no coroutine of it
-    never awaited; ``on_cancelled`` runs on the loop when the task ends cancelled, before it
-    started or not (a task made after asyncio.run's task sweep is never cancelled, and is
-    destroyed pending when the loop closes: nothing runs then)."""
-    task = _start_task(loop, _guard(start, what))
-    if on_cancelled is not None:
-        task.add_done_callback(lambda done: on_cancelled() if done.cancelled() else None)
-    return task
+    """Run ``start()`` as a kept task on ``loop``, called when the task first runs: a task
+    cancelled before then (the end of ``asyncio.run``) leaves no coroutine never awaited."""
+    return start_task(loop, _guard(start, what))
 
 
 async def _guard(start: Callable[[], Awaitable[Any]], what: str) -> None:
@@ -101,8 +94,9 @@ class _HandOff(AsyncObserver[T], Source[T]):
 
     ``poll`` finding the slot empty is the drain saying "one more, please" (it polls only
     while there is demand): that grants one ``asend`` the right to fill the slot. So the slot
-    holds at most one element, and ``asend`` waits, without blocking the loop, until demand
-    reaches it. Everything runs on the loop; ``close`` too, unless the loop is already closed.
+    holds at most one element (§1.1), and ``asend`` waits, without blocking the loop, until
+    demand reaches it. Owned by the loop: everything runs there, ``close`` too unless the loop
+    is closed (then on the one thread whose drain found it closed).
     """
 
     __slots__ = (
@@ -116,6 +110,7 @@ class _HandOff(AsyncObserver[T], Source[T]):
         "_terminal",
         "_wake",
         "_wanted",
+        "_watch",
     )
 
     def __init__(self, source: AsyncObservable[T], loop: asyncio.AbstractEventLoop) -> None:
@@ -129,29 +124,39 @@ class _HandOff(AsyncObserver[T], Source[T]):
         self._disposable: AsyncDisposable | None = None
         self._ended: asyncio.Future[None] | None = None  # resolved by close (see _subscribe)
         self._wake: Callable[[], None] | None = None
+        self._watch: asyncio.Task[None] | None = None  # _subscribe's task, after its first step
 
     # -- upstream: aioreactive's side ----------------------------------------------------
 
     def connect(self) -> None:
-        """Subscribe to the aioreactive source (on the loop), unless already cancelled."""
-        source, self._source = self._source, None
-        if source is not None and not self._closed:
-            _spawn(
-                self._loop,
-                lambda: self._subscribe(source),
-                "subscribing the source",
-                on_cancelled=self._loop_ended,
-            )
+        """Subscribe to the aioreactive source, on the loop, unless already cancelled.
+
+        ``subscribe_async`` runs up to its first suspension before this returns, so a hot
+        source that registers its observer at once (an ``AsyncSubject``) keeps every element
+        sent after ``subscribe()``; the rest of ``_subscribe`` is a kept task."""
+        source, self._source = self._source, None  # owned: the loop
+        if source is None or self._closed:
+            return
+        watch = start_eagerly(
+            self._loop, _guard(lambda: self._subscribe(source), "subscribing the source")
+        )
+        if watch is not None:
+            self._watch = watch
+            watch.add_done_callback(self._watch_ended)
+
+    def _watch_ended(self, watch: asyncio.Task[None]) -> None:
+        if watch.cancelled():
+            self._loop_ended()
 
     async def _subscribe(self, source: AsyncObservable[T]) -> None:
-        """Subscribe, then watch the loop until close(): this task is ours alone, so if it is
-        cancelled before then (even before it started), the loop is shutting down (the end of
-        ``asyncio.run``), and ``_loop_ended`` runs."""
+        """Subscribe, then watch the loop until close(): once its first step has run, this
+        task is ours alone, so if it is cancelled before close(), the loop is shutting down
+        (the end of ``asyncio.run``), and ``_loop_ended`` runs."""
         try:
             disposable = await source.subscribe_async(self)
         except asyncio.CancelledError:
             task = asyncio.current_task()
-            if task is not None and task.cancelling():
+            if task is not None and task is self._watch and task.cancelling():
                 raise  # our task: the loop shutting down
             error = RuntimeError(  # the source's own: it will never be subscribed (§1.4)
                 "from_async_observable(): the source's subscribe_async() was cancelled"
@@ -164,7 +169,7 @@ class _HandOff(AsyncObserver[T], Source[T]):
         if self._closed:  # cancelled while subscribing
             await disposable.dispose_async()
             return
-        self._disposable = disposable
+        self._disposable = disposable  # owned: the loop
         ended = self._ended = self._loop.create_future()
         await ended
 
@@ -179,7 +184,7 @@ class _HandOff(AsyncObserver[T], Source[T]):
         )
 
     def _check_loop(self) -> None:
-        if asyncio._get_running_loop() is not self._loop:
+        if not on_loop(self._loop):
             raise RuntimeError(
                 "from_async_observable(): the source signalled from another event loop or "
                 "thread; it must run on the loop given to (or captured by) the adapter"
@@ -193,7 +198,7 @@ class _HandOff(AsyncObserver[T], Source[T]):
                 break
             permit = self._permit
             if permit is None:
-                permit = self._permit = self._loop.create_future()
+                permit = self._permit = self._loop.create_future()  # owned: the loop
             # Shielded: the permit is shared by every waiting asend, and cancelling one
             # waiter (a timeout, the source disposed) must not cancel the others'.
             await asyncio.shield(permit)
@@ -202,7 +207,7 @@ class _HandOff(AsyncObserver[T], Source[T]):
             # so a source that loops without awaiting anything else lets the disposal run.
             await asyncio.sleep(0)
             return
-        self._wanted = False
+        self._wanted = False  # owned: the loop (see the class)
         self._slot = value
         self._signal()
 
@@ -216,7 +221,7 @@ class _HandOff(AsyncObserver[T], Source[T]):
 
     def _fail(self, error: Exception) -> None:
         if self._terminal is None and not self._closed:
-            self._terminal = _Failure(error)
+            self._terminal = _Failure(error)  # owned: the loop
             self._release_senders()
             self._signal()
 
@@ -224,7 +229,7 @@ class _HandOff(AsyncObserver[T], Source[T]):
         """The source completed: ``on_complete`` after the element in the slot, if any."""
         self._check_loop()
         if self._terminal is None and not self._closed:
-            self._terminal = END
+            self._terminal = END  # owned: the loop
             self._release_senders()
             self._signal()
 
@@ -234,7 +239,7 @@ class _HandOff(AsyncObserver[T], Source[T]):
             wake()
 
     def _release_senders(self) -> None:
-        permit, self._permit = self._permit, None
+        permit, self._permit = self._permit, None  # owned: the loop
         if permit is not None and not permit.done():
             permit.set_result(None)
 
@@ -246,7 +251,7 @@ class _HandOff(AsyncObserver[T], Source[T]):
     def poll(self) -> T | _Marker:
         slot = self._slot
         if slot is not _NOTHING:
-            self._slot = _NOTHING
+            self._slot = _NOTHING  # owned: the loop
             return slot
         terminal = self._terminal
         if terminal is not None:
@@ -254,7 +259,7 @@ class _HandOff(AsyncObserver[T], Source[T]):
                 raise terminal.error  # §1.4
             return terminal  # END
         if not self._wanted:  # one unit of demand: let one asend through (§1.1)
-            self._wanted = True
+            self._wanted = True  # owned: the loop
             self._release_senders()
         return EMPTY
 
@@ -265,26 +270,22 @@ class _HandOff(AsyncObserver[T], Source[T]):
         """Cancel: drop the slot, release a waiting ``asend``, dispose upstream (§3.13)."""
         if self._closed:
             return
-        self._closed = True
+        self._closed = True  # owned: the loop (see the class)
         self._slot = _NOTHING
         self._wake = None
-        loop = self._loop
-        if asyncio._get_running_loop() is loop:
-            self._dispose()
-            return
         try:
-            loop.call_soon_threadsafe(self._dispose)
+            call_on_loop(self._loop, self._dispose)
         except RuntimeError:  # the loop is closed: nothing runs on it any more
             pass
 
     def _dispose(self) -> None:
         self._release_senders()
-        ended, self._ended = self._ended, None
+        ended, self._ended = self._ended, None  # owned: the loop
         if ended is not None and not ended.done():
             ended.set_result(None)  # the watch in _subscribe ends
-        disposable, self._disposable = self._disposable, None
+        disposable, self._disposable = self._disposable, None  # owned: the loop
         if disposable is not None:  # else _subscribe disposes once subscribe_async returns
-            _run_clean_up(
+            run_clean_up(
                 self._loop, lambda: _guard(disposable.dispose_async, "disposing the source")
             )
 
@@ -301,8 +302,9 @@ class AsyncObservablePublisher(Generic[T]):
     become ``on_error``/``on_complete`` after the element in the slot (§1.4, §1.5), even
     without demand (§1.2); so does the loop shutting down before the end (``on_error``).
     Signals are delivered on the loop by the drain loop; ``request`` and ``cancel`` may come
-    from any thread. Cancel disposes the aioreactive subscription and lets a waiting ``asend``
-    return (its element dropped) (§3.12, §3.13).
+    from any thread. Subscribed on the loop's thread, the source is subscribed before
+    ``subscribe`` returns. Cancel disposes the aioreactive subscription and lets a waiting
+    ``asend`` return (its element dropped) (§3.12, §3.13).
     """
 
     __slots__ = ("__weakref__", "_loop", "_source")
@@ -315,24 +317,21 @@ class AsyncObservablePublisher(Generic[T]):
                 "from_async_observable() requires an aioreactive AsyncObservable, "
                 f"got {type(source).__name__}"
             )
-        _check_loop(loop)
+        check_loop(loop)
         self._source = source
         self._loop = loop
 
     def subscribe(self, subscriber: Subscriber[T]) -> None:
         require_subscriber(subscriber)  # §1.9
-        loop = _resolve_loop(self._loop, "from_async_observable()")
+        loop = resolve_loop(self._loop, "from_async_observable()")
         if isinstance(loop, Exception):
             reject(subscriber, loop)
             return
         handoff: _HandOff[T] = _HandOff(self._source, loop)
-        DrainSubscription(subscriber, handoff, LoopPolicy(loop)).start()
-        if asyncio._get_running_loop() is loop:  # its task is made now, so the loop's task
-            handoff.connect()  # sweep at the end of asyncio.run cancels it (see _subscribe)
-            return
-        try:
-            loop.call_soon_threadsafe(handoff.connect)
-        except RuntimeError as exc:  # closed since _resolve_loop: the drain cannot run either
+        DrainSubscription(subscriber, handoff, OnLoop(loop)).start()
+        try:  # on the loop: subscribed before this returns (a hot source's elements kept)
+            call_on_loop(loop, handoff.connect)
+        except RuntimeError as exc:  # closed since resolve_loop: the drain cannot run either
             report_dropped(exc, where="from_async_observable(): the event loop closed")
 
     def __repr__(self) -> str:
@@ -342,22 +341,16 @@ class AsyncObservablePublisher(Generic[T]):
 def from_async_observable(
     source: AsyncObservable[T], *, loop: asyncio.AbstractEventLoop | None = None
 ) -> Publisher[T]:
-    """A Publisher over an aioreactive ``AsyncObservable``.
+    """A Publisher over an aioreactive ``AsyncObservable``, its ``asend`` paced by demand (§1.1).
 
     Args:
-        source: the async observable. It is subscribed once per Subscriber, on ``loop``, and
-            must signal its observer on that loop.
-        loop: where the source runs and signals are delivered. ``None`` (the default): the
-            loop running on the thread that subscribes; without one, the Subscriber gets
-            ``on_subscribe`` then ``on_error``.
+        source: the async observable, subscribed once per Subscriber on ``loop``; it must
+            signal its observer on that loop.
+        loop: where the source runs and signals are delivered; ``None``: the loop running
+            where ``subscribe`` is called (without one: ``on_subscribe``, then ``on_error``).
 
-    Returns:
-        A Publisher whose ``asend`` awaits demand: a source that awaits its observer is paced
-        by the subscriber's ``request``.
-
-    Raises:
-        TypeError: ``source`` has no ``subscribe_async``, or ``loop`` is not an event loop.
-        ValueError: ``loop`` is closed.
+    A hot source's elements are kept from the moment ``subscribe`` is called on the loop's
+    thread (from another thread: from the loop's next turn). Raises ``TypeError``/``ValueError``.
 
     Example:
         >>> import aioreactive as rx
@@ -397,7 +390,7 @@ async def _pump(
     try:
         failure = await _send_all(iterator, observer)
     except BaseException:
-        iterator._window.close()  # cancels upstream (§3.12), never awaits
+        iterator.subscriber.close()  # cancels upstream (§3.12), never awaits
         raise
     if disposal.done:  # disposed from inside asend (take, first): the iterator ended because
         return  # of it, which is no completion; the observer expects nothing more
@@ -472,7 +465,7 @@ class PublisherAsyncObservable(AsyncObservable[T], Generic[T]):
         )
 
         async def dispose() -> None:
-            disposal.done = True
+            disposal.done = True  # owned: the loop (a one-way flag)
             if task is not asyncio.current_task():  # from inside the observer's own asend or
                 task.cancel()  # aclose, the pump ends by itself: let the observer's code finish
             await iterator.aclose()
@@ -481,28 +474,24 @@ class PublisherAsyncObservable(AsyncObservable[T], Generic[T]):
 
 
 def to_async_observable(publisher: Publisher[T], *, prefetch: int = 256) -> AsyncObservable[T]:
-    """An aioreactive ``AsyncObservable`` over any Publisher, with a bounded window.
+    """An aioreactive ``AsyncObservable`` over any Publisher, with a bounded window (§1.1).
 
     Args:
         publisher: any Publisher, signalling on any thread.
         prefetch: the most elements requested ahead of those sent; 75% is re-requested as
             they are taken. Each ``asend`` is awaited before the next element is sent.
 
-    Returns:
-        An ``AsyncObservable``; disposing a subscription cancels the Reactive Streams one.
+    Disposing a subscription cancels the Reactive Streams one (§3.12).
 
     Example:
         >>> import aioreactive as rx
         >>> from reactive_streams.adapters.iterables import from_iterable
         >>> async def main():
-        ...     seen = []
-        ...     async def asend(x):
-        ...         seen.append(x)
-        ...     done = asyncio.Event()
-        ...     async def aclose():
-        ...         done.set()
-        ...     await to_async_observable(from_iterable("ab")).subscribe_async(
-        ...         rx.AsyncAnonymousObserver(asend, None, aclose))
+        ...     seen, done = [], asyncio.Event()
+        ...     async def asend(x): seen.append(x)
+        ...     async def aclose(): done.set()
+        ...     observer = rx.AsyncAnonymousObserver(asend, None, aclose)
+        ...     await to_async_observable(from_iterable("ab")).subscribe_async(observer)
         ...     await done.wait()
         ...     return seen
         >>> asyncio.run(main())

@@ -16,7 +16,7 @@ import aioreactive as rx
 from aioreactive import AsyncObservable
 from expression.system import AsyncDisposable
 
-from compat_matrix.cases.async_iterables import Handoff, _Numbers
+from compat_matrix.cases.async_iterables import Handoff, Numbers
 from reactive_streams import Publisher, Subscriber
 from reactive_streams.adapters.aioreactive import from_async_observable, to_async_observable
 from reactive_streams.tck import PublisherVerification, SubscriberBlackboxVerification
@@ -35,7 +35,7 @@ class FromAsyncObservableVerification(PublisherVerification[int]):
     """``from_async_observable(aioreactive.from_async_iterable(...))``: asend awaits demand."""
 
     def create_publisher(self, elements: int) -> Publisher[int]:
-        source: Any = rx.from_async_iterable(_Numbers(elements))
+        source: Any = rx.from_async_iterable(Numbers(elements))
         return from_async_observable(source, loop=self.env().event_loop())
 
     def create_failed_publisher(self) -> Publisher[int] | None:

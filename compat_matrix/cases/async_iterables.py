@@ -20,7 +20,7 @@ from reactive_streams.tck import PublisherVerification, SubscriberBlackboxVerifi
 T = TypeVar("T")
 
 
-class _Numbers:
+class Numbers:
     """A re-iterable async iterable: each ``__aiter__`` starts a fresh generator."""
 
     def __init__(self, n: int) -> None:
@@ -43,7 +43,7 @@ class FromAsyncIterableVerification(PublisherVerification[int]):
     """``from_async_iterable(...)`` on the TCK's loop, signals from that loop's thread."""
 
     def create_publisher(self, elements: int) -> Publisher[int]:
-        return from_async_iterable(_Numbers(elements), loop=self.env().event_loop())
+        return from_async_iterable(Numbers(elements), loop=self.env().event_loop())
 
     def create_failed_publisher(self) -> Publisher[int] | None:
         return from_async_iterable(_Broken(), loop=self.env().event_loop())

@@ -1,4 +1,4 @@
-"""adapters.aioreactive: from_async_observable and to_async_observable, both directions."""
+"""adapters/aioreactive.py: from_async_observable and to_async_observable."""
 
 from __future__ import annotations
 
@@ -8,59 +8,37 @@ import itertools
 import random
 import threading
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from typing import Any
 
 import aioreactive as rx
 import pytest
 from aioreactive import AsyncAnonymousObserver, AsyncObservable, AsyncObserver
+from asyncio_helpers import ManualPublisher, on_loop_result, running_loop, settle, switch_interval
 from expression.system import AsyncDisposable
 
-from reactive_streams import UNBOUNDED, Subscriber, checked
+from reactive_streams import UNBOUNDED, checked
 from reactive_streams.adapters.aioreactive import from_async_observable, to_async_observable
 from reactive_streams.adapters.async_iterables import from_async_iterable, to_async_iterator
 from reactive_streams.adapters.iterables import from_iterable
-from reactive_streams.testing import CountedIterable, RecordingSubscriber, RecordingSubscription
+from reactive_streams.testing import CountedIterable, RecordingSubscriber
 
-# -- helpers ----------------------------------------------------------------------------------
+# -- helpers -----------------------------------------------------------------------------------
 
 
 @pytest.fixture
 def loop() -> Iterator[asyncio.AbstractEventLoop]:
     """An event loop in debug mode, running on a helper thread; torn down cleanly."""
-    event_loop = asyncio.new_event_loop()
-    event_loop.set_debug(True)
-    thread = threading.Thread(target=event_loop.run_forever, name="test-loop", daemon=True)
-    thread.start()
-    yield event_loop
-
-    async def shutdown() -> None:
-        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await asyncio.get_running_loop().shutdown_asyncgens()
-
-    asyncio.run_coroutine_threadsafe(shutdown(), event_loop).result(10)
-    event_loop.call_soon_threadsafe(event_loop.stop)
-    thread.join(10)
-    event_loop.close()
+    with running_loop() as event_loop:
+        yield event_loop
 
 
-def on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], Awaitable[Any]]) -> Any:
-    """Run the coroutine ``fn()`` on ``loop`` and return its result."""
-    return asyncio.run_coroutine_threadsafe(fn(), loop).result(10)  # type: ignore[arg-type]
-
-
-def settle(loop: asyncio.AbstractEventLoop, rounds: int = 20) -> None:
-    """Let ``loop`` run ``rounds`` iterations, so that anything already scheduled has run."""
-
-    async def spin() -> None:
-        for _ in range(rounds):
-            await asyncio.sleep(0)
-
-    on_loop(loop, spin)
+@pytest.fixture(params=[None, 1e-6], ids=["default switching", "switch every 1us"])
+def switching(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Runs an adversarial race twice: as is, and at sys.setswitchinterval(1e-6)."""
+    with switch_interval(request.param):
+        yield
 
 
 class AwaitingSource(AsyncObservable[int]):
@@ -125,18 +103,6 @@ class Capturing(AsyncObservable[int]):
         return AsyncDisposable.empty()
 
 
-class ManualPublisher:
-    """A publisher whose single subscriber the test signals directly."""
-
-    def __init__(self) -> None:
-        self.subscriber: Subscriber[Any] | None = None
-        self.subscription = RecordingSubscription()
-
-    def subscribe(self, subscriber: Subscriber[Any]) -> None:
-        self.subscriber = subscriber
-        subscriber.on_subscribe(self.subscription)
-
-
 class Recorder:
     """An aioreactive observer recording its calls; ``gate`` (if set) holds each asend."""
 
@@ -169,10 +135,12 @@ class Recorder:
         self.closed.set()
 
 
-# -- from_async_observable --------------------------------------------------------------------
+# -- from_async_observable: paced by demand ----------------------------------------------------
 
 
-class TestFromAsyncObservable:
+class TestPacedByDemand:
+    """asend returns once the subscriber has demand: one element in the slot (§1.1)."""
+
     def test_asend_waits_for_demand(self, loop: asyncio.AbstractEventLoop) -> None:
         """A source awaiting asend is paced by request(): asends return only for demand."""
         source = AwaitingSource(100)
@@ -221,6 +189,149 @@ class TestFromAsyncObservable:
         from_async_observable(AwaitingSource(0, KeyError("k")), loop=loop).subscribe(failed)
         failed.await_terminal()
         assert isinstance(failed.error, KeyError)
+
+    def test_cancelling_one_waiting_asend_leaves_the_others_waiting(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """The asends waiting for demand share one permit: a producer that gives up (a
+        timeout) must neither cancel another's wait nor make later asends fail at once."""
+        source = Capturing()
+        sub: RecordingSubscriber[str] = RecordingSubscriber(0)
+        from_async_observable(source, loop=loop).subscribe(sub)  # type: ignore[arg-type]
+        settle(loop)
+        observer: AsyncObserver[Any] = source.observers[0]
+
+        async def scenario() -> tuple[bool, bool]:
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(observer.asend("gave up"), 0.02)
+            with pytest.raises(asyncio.TimeoutError):  # the retry waits again: no demand
+                await asyncio.wait_for(observer.asend("gave up again"), 0.02)
+            first = asyncio.create_task(observer.asend("first"))
+            second = asyncio.create_task(observer.asend("second"))
+            await asyncio.sleep(0.01)
+            first.cancel()
+            await asyncio.sleep(0.01)
+            waiting = not second.done()
+            sub.request(1)
+            await asyncio.wait_for(second, 5)
+            return waiting, first.cancelled()
+
+        assert on_loop_result(loop, scenario) == (True, True)
+        assert sub.elements == ["second"]
+        sub.cancel()
+
+    def test_aioreactive_from_iterable_runs_ahead_of_demand(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """Documents aioreactive: from_iterable drains its iterable before the first asend."""
+        pulled = 0
+
+        def numbers() -> Iterator[int]:
+            nonlocal pulled
+            for i in range(5000):
+                pulled += 1
+                yield i
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+        from_async_observable(rx.from_iterable(numbers()), loop=loop).subscribe(sub)
+        assert sub.await_count(1) == [0]
+        settle(loop)
+        # One element was requested, yet the whole iterable sits in aioreactive's mailbox.
+        assert pulled == 5000 and len(sub.elements) == 1
+        sub.cancel()
+
+    @pytest.mark.asyncio
+    async def test_hot_subject_is_slowed_by_demand(self) -> None:
+        """An AsyncSubject producer that awaits asend is held back by the subscriber's pace."""
+        asyncio.get_running_loop().set_debug(True)
+        subject: rx.AsyncSubject[int] = rx.AsyncSubject()
+        it = to_async_iterator(from_async_observable(subject), prefetch=2)
+        await it.__aenter__()
+        sent = 0
+
+        async def produce() -> None:
+            nonlocal sent
+            for i in range(20):
+                await subject.asend(i)
+                sent += 1
+            await subject.aclose()
+
+        producer = asyncio.create_task(produce())
+        got = []
+        async for x in it:
+            got.append(x)
+            # prefetch 2, one element in the adapter's slot, one asend waiting
+            assert sent - len(got) <= 3
+        await producer
+        assert got == list(range(20))
+
+
+# -- from_async_observable: a hot source kept from subscribe() ---------------------------------
+
+
+class TestHotSource:
+    """The source is subscribed before subscribe() returns, on the loop's thread."""
+
+    @pytest.mark.asyncio
+    @pytest.mark.parametrize("demand", [0, UNBOUNDED], ids=["no demand", "demand"])
+    async def test_a_hot_subject_keeps_what_is_sent_right_after_subscribe(
+        self, demand: int
+    ) -> None:
+        """subscribe() on the loop subscribes the AsyncSubject before it returns: asend and
+        aclose made right after it, before the code yields, reach the subscriber (§1.2: the
+        completion without demand too). They were lost, and the subscriber never ended."""
+        asyncio.get_running_loop().set_debug(True)
+        subject: rx.AsyncSubject[int] = rx.AsyncSubject()
+        sub: RecordingSubscriber[int] = RecordingSubscriber(demand)
+        from_async_observable(subject).subscribe(sub)
+        if demand:
+            await subject.asend(1)
+            await subject.asend(2)
+        await subject.aclose()
+        for _ in range(50):  # loop turns, not time
+            if sub.is_terminated:
+                break
+            await asyncio.sleep(0)
+        assert sub.completed and sub.elements == ([1, 2] if demand else [])
+        sub.assert_no_violations()
+
+    @pytest.mark.asyncio
+    async def test_a_hot_subject_keeps_an_error_sent_right_after_subscribe(self) -> None:
+        """athrow right after subscribe(), before the code yields: on_error (§1.4), without
+        demand (§1.2). It was lost, and the subscriber never ended."""
+        subject: rx.AsyncSubject[int] = rx.AsyncSubject()
+        sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+        from_async_observable(subject).subscribe(sub)
+        await subject.athrow(ValueError("at once"))
+        for _ in range(50):  # loop turns, not time
+            if sub.is_terminated:
+                break
+            await asyncio.sleep(0)
+        assert isinstance(sub.error, ValueError) and sub.elements == []
+
+    def test_a_subscribe_from_another_thread_keeps_what_the_loop_sends_after_it(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """subscribe() from another thread subscribes on the loop's next turn: whatever the
+        loop runs after the subscribe was made (here a send queued right after it) is kept."""
+        subject: rx.AsyncSubject[int] = rx.AsyncSubject()
+        sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+        from_async_observable(subject, loop=loop).subscribe(sub)
+
+        async def send() -> None:
+            await subject.asend(7)
+            await subject.aclose()
+
+        asyncio.run_coroutine_threadsafe(send(), loop).result(5)
+        sub.await_terminal()
+        assert sub.completed and sub.elements == [7]
+
+
+# -- from_async_observable: cancel -------------------------------------------------------------
+
+
+class TestCancelSource:
+    """Cancel disposes the source's subscription and releases a waiting asend (§3.12)."""
 
     def test_cancel_disposes_and_releases_a_waiting_asend(
         self, loop: asyncio.AbstractEventLoop
@@ -313,6 +424,13 @@ class TestFromAsyncObservable:
             await asyncio.sleep(0)  # loop turns: a subscribing task would have run by now
         assert source.observers == [] and sub.subscription is not None
 
+
+# -- from_async_observable: the loop ending under a stream -------------------------------------
+
+
+class TestLoopShutdown:
+    """asyncio.run ending before the stream does: on_error, nothing left never awaited."""
+
     def test_the_loop_shutting_down_mid_stream_fails_the_stream(self) -> None:
         """asyncio.run ending (it cancels every task) while the subscriber, on another thread,
         still has demand outstanding: it gets on_error instead of waiting forever."""
@@ -335,14 +453,21 @@ class TestFromAsyncObservable:
         assert isinstance(sub.error, RuntimeError) and "shutting down" in str(sub.error)
         sub.assert_no_violations()
 
-    def test_the_loop_ending_before_the_source_is_subscribed_fails_the_stream(self) -> None:
-        """asyncio.run ending right after subscribe: the subscribing task is cancelled before
-        its first step. The subscriber still hears on_error, and no coroutine is left never
-        awaited (the task makes its coroutine when it starts)."""
+    def test_the_loop_ending_right_after_subscribe_fails_the_stream(self) -> None:
+        """asyncio.run ending right after subscribe, before the source's producer sent
+        anything (it starts a loop turn later), while the subscriber has demand outstanding:
+        it still hears on_error, and no coroutine is left never awaited."""
         sub: RecordingSubscriber[int] = RecordingSubscriber(10)
 
+        class Late(AwaitingSource):
+            async def subscribe_async(
+                self, send: Any = None, throw: Any = None, close: Any = None
+            ) -> AsyncDisposable:
+                await asyncio.sleep(0)  # the producer's first send comes after the sweep
+                return await super().subscribe_async(send, throw, close)
+
         async def main() -> None:
-            from_async_observable(AwaitingSource(10)).subscribe(sub)
+            from_async_observable(Late(10)).subscribe(sub)
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -431,6 +556,27 @@ class TestFromAsyncObservable:
         sub.await_terminal(5)
         assert isinstance(sub.error, RuntimeError) and "shutting down" in str(sub.error)
 
+
+# -- from_async_observable: errors of the source -----------------------------------------------
+
+
+class TestSourceErrors:
+    """A source that cannot be subscribed, or throws, fails the stream (§1.4)."""
+
+    def test_subscribe_async_failure_is_on_error(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A source whose subscribe_async raises fails the subscriber (§1.4)."""
+
+        class Broken(AsyncObservable[int]):
+            async def subscribe_async(
+                self, send: Any = None, throw: Any = None, close: Any = None
+            ) -> AsyncDisposable:
+                raise OSError("no connection")
+
+        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
+        from_async_observable(Broken(), loop=loop).subscribe(sub)
+        sub.await_terminal()
+        assert isinstance(sub.error, OSError)
+
     def test_a_subscribe_async_cancelled_by_the_source_is_on_error(
         self, loop: asyncio.AbstractEventLoop
     ) -> None:
@@ -451,6 +597,31 @@ class TestFromAsyncObservable:
         sub.await_terminal(5)
         assert isinstance(sub.error, RuntimeError) and "was cancelled" in str(sub.error)
 
+    @pytest.mark.asyncio
+    async def test_a_subscribe_async_raising_cancelled_error_at_once_is_on_error(self) -> None:
+        """A subscribe_async that raises CancelledError in its first step (run inside
+        subscribe()) fails the stream (§1.4), even when the subscribing task has a
+        cancellation of its own pending: nothing escapes subscribe()."""
+
+        class Refusing(AsyncObservable[int]):
+            async def subscribe_async(
+                self, send: Any = None, throw: Any = None, close: Any = None
+            ) -> AsyncDisposable:
+                raise asyncio.CancelledError("refused")
+
+        me = asyncio.current_task()
+        assert me is not None
+        me.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.sleep(0)
+        assert me.cancelling()  # still counted as cancelling: subscribe() must not care
+        try:
+            sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+            from_async_observable(Refusing()).subscribe(sub)
+            assert isinstance(sub.error, RuntimeError) and "was cancelled" in str(sub.error)
+        finally:
+            me.uncancel()
+
     def test_athrow_of_something_not_an_exception_is_on_error(
         self, loop: asyncio.AbstractEventLoop
     ) -> None:
@@ -463,8 +634,8 @@ class TestFromAsyncObservable:
             from_async_observable(source, loop=loop).subscribe(sub)
             settle(loop)
             observer = source.observers[0]
-            on_loop(loop, partial(observer.asend, 1))
-            on_loop(loop, partial(observer.athrow, thrown))
+            on_loop_result(loop, partial(observer.asend, 1))
+            on_loop_result(loop, partial(observer.athrow, thrown))
             sub.await_terminal(5)
             assert sub.elements == [1]
             assert isinstance(sub.error, RuntimeError) and "not an Exception" in str(sub.error)
@@ -472,49 +643,12 @@ class TestFromAsyncObservable:
             sub.cancel()
             sub.assert_no_violations()
 
-    def test_cancelling_one_waiting_asend_leaves_the_others_waiting(
-        self, loop: asyncio.AbstractEventLoop
-    ) -> None:
-        """The asends waiting for demand share one permit: a producer that gives up (a
-        timeout) must neither cancel another's wait nor make later asends fail at once."""
-        source = Capturing()
-        sub: RecordingSubscriber[str] = RecordingSubscriber(0)
-        from_async_observable(source, loop=loop).subscribe(sub)  # type: ignore[arg-type]
-        settle(loop)
-        observer: AsyncObserver[Any] = source.observers[0]
 
-        async def scenario() -> tuple[bool, bool]:
-            with pytest.raises(asyncio.TimeoutError):
-                await asyncio.wait_for(observer.asend("gave up"), 0.02)
-            with pytest.raises(asyncio.TimeoutError):  # the retry waits again: no demand
-                await asyncio.wait_for(observer.asend("gave up again"), 0.02)
-            first = asyncio.create_task(observer.asend("first"))
-            second = asyncio.create_task(observer.asend("second"))
-            await asyncio.sleep(0.01)
-            first.cancel()
-            await asyncio.sleep(0.01)
-            waiting = not second.done()
-            sub.request(1)
-            await asyncio.wait_for(second, 5)
-            return waiting, first.cancelled()
+# -- from_async_observable: which loop ---------------------------------------------------------
 
-        assert on_loop(loop, scenario) == (True, True)
-        assert sub.elements == ["second"]
-        sub.cancel()
 
-    def test_subscribe_async_failure_is_on_error(self, loop: asyncio.AbstractEventLoop) -> None:
-        """A source whose subscribe_async raises fails the subscriber (§1.4)."""
-
-        class Broken(AsyncObservable[int]):
-            async def subscribe_async(
-                self, send: Any = None, throw: Any = None, close: Any = None
-            ) -> AsyncDisposable:
-                raise OSError("no connection")
-
-        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
-        from_async_observable(Broken(), loop=loop).subscribe(sub)
-        sub.await_terminal()
-        assert isinstance(sub.error, OSError)
+class TestWhichLoop:
+    """The loop given or running at subscribe; a source signalling elsewhere is refused."""
 
     def test_no_loop_rejects(self) -> None:
         """Without loop= and without a running loop: on_subscribe then on_error, clearly."""
@@ -548,7 +682,16 @@ class TestFromAsyncObservable:
             asyncio.run(leaky.observers[0].asend(1))
         sub.cancel()
 
-    def test_requests_and_cancel_from_many_threads(self, loop: asyncio.AbstractEventLoop) -> None:
+
+# -- from_async_observable: requests and cancels from many threads -----------------------------
+
+
+class TestConcurrency:
+    """request and cancel from any thread, racing the loop (§1.3, §2.7, §3.5)."""
+
+    def test_requests_and_cancel_from_many_threads(
+        self, loop: asyncio.AbstractEventLoop, switching: None
+    ) -> None:
         """Concurrent request(1) from 8 threads: exactly that many elements, in order."""
         source = AwaitingSource(10_000)
         sub: RecordingSubscriber[int] = RecordingSubscriber()
@@ -580,7 +723,7 @@ class TestFromAsyncObservable:
 
     @pytest.mark.stress
     def test_checked_finds_no_violation_under_racing_requests_and_cancels(
-        self, loop: asyncio.AbstractEventLoop
+        self, loop: asyncio.AbstractEventLoop, switching: None
     ) -> None:
         """checked() sees no rule broken while threads request and cancel at random."""
         violations: list[Exception] = []
@@ -620,59 +763,179 @@ class TestFromAsyncObservable:
             assert sub.elements == list(range(len(sub.elements)))
             sub.cancel()
 
-    def test_aioreactive_from_iterable_runs_ahead_of_demand(
-        self, loop: asyncio.AbstractEventLoop
-    ) -> None:
-        """Documents aioreactive: from_iterable drains its iterable before the first asend."""
-        pulled = 0
 
-        def numbers() -> Iterator[int]:
-            nonlocal pulled
-            for i in range(5000):
-                pulled += 1
-                yield i
+# -- to_async_observable: sending --------------------------------------------------------------
 
-        sub: RecordingSubscriber[int] = RecordingSubscriber(1)
-        from_async_observable(rx.from_iterable(numbers()), loop=loop).subscribe(sub)
-        assert sub.await_count(1) == [0]
-        settle(loop)
-        # One element was requested, yet the whole iterable sits in aioreactive's mailbox.
-        assert pulled == 5000 and len(sub.elements) == 1
-        sub.cancel()
+
+class TestSending:
+    """Each asend awaited before the next element; a bounded window; errors to athrow."""
 
     @pytest.mark.asyncio
-    async def test_hot_subject_is_slowed_by_demand(self) -> None:
-        """An AsyncSubject producer that awaits asend is held back by the subscriber's pace."""
+    async def test_each_asend_is_awaited_and_the_window_is_bounded(self) -> None:
+        """One asend at a time; nothing more is requested while the window is unconsumed."""
         asyncio.get_running_loop().set_debug(True)
-        subject: rx.AsyncSubject[int] = rx.AsyncSubject()
-        it = to_async_iterator(from_async_observable(subject), prefetch=2)
-        await it.__aenter__()
-        sent = 0
+        pub = ManualPublisher()
+        recorder = Recorder()
+        recorder.gate = asyncio.Semaphore(0)
+        disposable = await to_async_observable(pub, prefetch=4).subscribe_async(recorder.observer())
+        subscriber = pub.subscriber
+        assert subscriber is not None
+        emitted = 0
 
-        async def produce() -> None:
-            nonlocal sent
-            for i in range(20):
-                await subject.asend(i)
-                sent += 1
-            await subject.aclose()
+        def emit_what_was_requested() -> None:  # the test plays a compliant publisher
+            nonlocal emitted
+            while emitted < pub.subscription.total and emitted < 40:
+                subscriber.on_next(emitted)
+                emitted += 1
 
-        await asyncio.sleep(0)  # let the adapter subscribe to the subject
-        while not subject._observers:
+        emit_what_was_requested()
+        for _ in range(20):
             await asyncio.sleep(0)
-        producer = asyncio.create_task(produce())
-        got = []
-        async for x in it:
+        assert pub.subscription.requests == [4]  # the observer is stuck in its first asend
+        while len(recorder.values) < 40:
+            target = len(recorder.values) + 1
+            recorder.gate.release()
+            while len(recorder.values) < target:
+                await asyncio.sleep(0)
+            # requested - sent <= prefetch + the one element inside the current asend
+            assert pub.subscription.total - len(recorder.values) <= 4 + 1
+            emit_what_was_requested()
+        assert recorder.values == list(range(40))
+        assert recorder.max_in_asend == 1
+        await disposable.dispose_async()
+        assert pub.subscription.cancelled.is_set()
+
+    @pytest.mark.asyncio
+    async def test_slow_observer_slows_the_producer(self) -> None:
+        """A slow observer bounds how far a generator runs ahead: at most the window."""
+        asyncio.get_running_loop().set_debug(True)
+        produced = 0
+
+        async def gen() -> AsyncIterator[int]:
+            nonlocal produced
+            for i in range(200):
+                produced += 1
+                yield i
+
+        recorder = Recorder()
+        ahead: list[int] = []
+
+        async def slow(value: int) -> None:
+            ahead.append(produced - len(recorder.values))
+            recorder.values.append(value)
+            await asyncio.sleep(0)
+
+        observable = to_async_observable(from_async_iterable(gen()), prefetch=8)
+        disposable = await observable.subscribe_async(
+            AsyncAnonymousObserver(slow, recorder.athrow, recorder.aclose)
+        )
+        await asyncio.wait_for(recorder.closed.wait(), 10)
+        assert recorder.values == list(range(200)) and recorder.error is None
+        assert max(ahead) <= 8 + 1
+        await disposable.dispose_async()
+
+    @pytest.mark.asyncio
+    async def test_error_reaches_athrow_after_elements(self) -> None:
+        """The publisher's on_error becomes athrow, after the elements (asend)."""
+
+        def gen() -> Iterator[int]:
+            yield 1
+            raise ValueError("upstream")
+
+        recorder = Recorder()
+        await to_async_observable(from_iterable(gen())).subscribe_async(recorder.observer())
+        await asyncio.wait_for(recorder.closed.wait(), 5)
+        assert recorder.values == [1] and isinstance(recorder.error, ValueError)
+
+    @pytest.mark.asyncio
+    async def test_failing_asend_cancels_upstream_and_athrows(self) -> None:
+        """An observer whose asend raises: upstream cancelled, its error sent to athrow."""
+        pub = ManualPublisher()
+        errors: list[Exception] = []
+        done = asyncio.Event()
+
+        async def asend(value: Any) -> None:
+            raise RuntimeError("observer broke")
+
+        async def athrow(error: Exception) -> None:
+            errors.append(error)
+            done.set()
+
+        await to_async_observable(pub).subscribe_async(AsyncAnonymousObserver(asend, athrow))
+        assert pub.subscriber is not None
+        pub.subscriber.on_next(1)
+        await asyncio.wait_for(done.wait(), 5)
+        assert pub.subscription.cancelled.is_set()
+        assert isinstance(errors[0], RuntimeError)
+
+    def test_to_async_observable_an_asend_raising_cancelled_error_fails_and_cancels(self) -> None:
+        """An asend that awaited something cancelled (not the sending task) fails like any
+        asend: upstream is cancelled (§3.13) and the observer hears athrow. The task died
+        instead, with the subscription open for as long as the disposable was held."""
+        source = CountedIterable()
+        heard: list[object] = []
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+
+            async def asend(x: int) -> None:
+                heard.append(x)
+                if x == 2:
+                    future = loop.create_future()
+                    loop.call_soon(future.cancel)
+                    await future
+
+            async def athrow(error: Exception) -> None:
+                heard.append(error)
+
+            observer: AsyncObserver[int] = AsyncAnonymousObserver(asend, athrow)
+            disposable = await to_async_observable(from_iterable(source)).subscribe_async(observer)
+            for _ in range(50):
+                if source.closed.is_set() and len(heard) == 4:
+                    break
+                await asyncio.sleep(0)
+            assert source.closed.is_set()  # by the failure itself, not by the dispose below
+            await disposable.dispose_async()
+
+        asyncio.run(main(), debug=True)
+        assert heard[:3] == [0, 1, 2]
+        assert isinstance(heard[3], RuntimeError) and "CancelledError" in str(heard[3])
+        assert source.closed.is_set()
+
+    @pytest.mark.asyncio
+    async def test_plain_functions_and_signals_from_another_thread(self) -> None:
+        """subscribe_async(send, throw, close) works; signals from a thread are handed over."""
+        got: list[int] = []
+        done = asyncio.Event()
+
+        async def send(x: int) -> None:
             got.append(x)
-            # prefetch 2, one element in the adapter's slot, one asend waiting
-            assert sent - len(got) <= 3
-        await producer
-        assert got == list(range(20))
+
+        async def close() -> None:
+            done.set()
+
+        pub = ManualPublisher()
+        await to_async_observable(pub).subscribe_async(send, None, close)
+
+        def produce() -> None:
+            assert pub.subscriber is not None
+            for i in range(100):
+                pub.subscriber.on_next(i)
+            pub.subscriber.on_complete()
+
+        thread = threading.Thread(target=produce)
+        thread.start()
+        await asyncio.wait_for(done.wait(), 5)
+        thread.join()
+        assert got == list(range(100))
 
 
-# -- to_async_observable ----------------------------------------------------------------------
+# -- to_async_observable: dispose --------------------------------------------------------------
 
 
-class TestToAsyncObservable:
+class TestDispose:
+    """Disposing cancels the subscription; the observer then hears nothing (§3.12)."""
+
     @pytest.mark.asyncio
     @pytest.mark.parametrize("where", ["asend", "aclose"])
     async def test_disposing_from_inside_the_observer_lets_its_code_finish(
@@ -752,70 +1015,6 @@ class TestToAsyncObservable:
         assert pub.subscription.cancelled.is_set()
 
     @pytest.mark.asyncio
-    async def test_each_asend_is_awaited_and_the_window_is_bounded(self) -> None:
-        """One asend at a time; nothing more is requested while the window is unconsumed."""
-        asyncio.get_running_loop().set_debug(True)
-        pub = ManualPublisher()
-        recorder = Recorder()
-        recorder.gate = asyncio.Semaphore(0)
-        disposable = await to_async_observable(pub, prefetch=4).subscribe_async(recorder.observer())
-        subscriber = pub.subscriber
-        assert subscriber is not None
-        emitted = 0
-
-        def emit_what_was_requested() -> None:  # the test plays a compliant publisher
-            nonlocal emitted
-            while emitted < pub.subscription.total and emitted < 40:
-                subscriber.on_next(emitted)
-                emitted += 1
-
-        emit_what_was_requested()
-        for _ in range(20):
-            await asyncio.sleep(0)
-        assert pub.subscription.requests == [4]  # the observer is stuck in its first asend
-        while len(recorder.values) < 40:
-            target = len(recorder.values) + 1
-            recorder.gate.release()
-            while len(recorder.values) < target:
-                await asyncio.sleep(0)
-            # requested - sent <= prefetch + the one element inside the current asend
-            assert pub.subscription.total - len(recorder.values) <= 4 + 1
-            emit_what_was_requested()
-        assert recorder.values == list(range(40))
-        assert recorder.max_in_asend == 1
-        await disposable.dispose_async()
-        assert pub.subscription.cancelled.is_set()
-
-    @pytest.mark.asyncio
-    async def test_slow_observer_slows_the_producer(self) -> None:
-        """A slow observer bounds how far a generator runs ahead: at most the window."""
-        asyncio.get_running_loop().set_debug(True)
-        produced = 0
-
-        async def gen() -> AsyncIterator[int]:
-            nonlocal produced
-            for i in range(200):
-                produced += 1
-                yield i
-
-        recorder = Recorder()
-        ahead: list[int] = []
-
-        async def slow(value: int) -> None:
-            ahead.append(produced - len(recorder.values))
-            recorder.values.append(value)
-            await asyncio.sleep(0)
-
-        observable = to_async_observable(from_async_iterable(gen()), prefetch=8)
-        disposable = await observable.subscribe_async(
-            AsyncAnonymousObserver(slow, recorder.athrow, recorder.aclose)
-        )
-        await asyncio.wait_for(recorder.closed.wait(), 10)
-        assert recorder.values == list(range(200)) and recorder.error is None
-        assert max(ahead) <= 8 + 1
-        await disposable.dispose_async()
-
-    @pytest.mark.asyncio
     async def test_dispose_cancels_the_subscription(self) -> None:
         """Disposing the aioreactive subscription cancels the Reactive Streams one."""
         pub = ManualPublisher()
@@ -860,164 +1059,69 @@ class TestToAsyncObservable:
         assert calls == [0, 1, 2]
         assert closed.is_set()  # the subscription was cancelled (§3.12): the generator closed
 
+    def test_to_async_observable_cancels_upstream_when_asyncio_run_cancels_its_task(self) -> None:
+        """asyncio.run ending while an asend awaits cancels the sending task: the subscription
+        ends with it (§3.13), though nobody disposed it and the disposable is still held, and
+        the observer hears no athrow (the task's own cancellation is no failure)."""
+        source = CountedIterable()
+        sending = asyncio.Event()
+        held: list[AsyncDisposable] = []
+        thrown: list[Exception] = []
+
+        async def main() -> None:
+            async def asend(x: int) -> None:
+                sending.set()
+                await asyncio.Event().wait()  # never set
+
+            async def athrow(error: Exception) -> None:
+                thrown.append(error)
+
+            observer: AsyncObserver[int] = AsyncAnonymousObserver(asend, athrow)
+            disposable = await to_async_observable(from_iterable(source)).subscribe_async(observer)
+            held.append(disposable)  # as a user keeps it
+            await sending.wait()  # returns with the sending task still waiting in asend
+
+        asyncio.run(main(), debug=True)
+        assert source.closed.wait(5)
+        assert thrown == []
+        assert held  # the disposable was kept, never disposed, all along
+
+
+# -- pipelines ---------------------------------------------------------------------------------
+
+
+class TestPipelines:
+    """aioreactive and the other adapters in one pipeline."""
+
     @pytest.mark.asyncio
-    async def test_error_reaches_athrow_after_elements(self) -> None:
-        """The publisher's on_error becomes athrow, after the elements (asend)."""
+    async def test_pipeline_aioreactive_source_to_async_iterator(self) -> None:
+        """aioreactive source -> from_async_observable -> to_async_iterator: all, in order."""
+        asyncio.get_running_loop().set_debug(True)
+        produced = 0
+        consumed = 0
+        ahead: list[int] = []
 
-        def gen() -> Iterator[int]:
-            yield 1
-            raise ValueError("upstream")
+        async def gen() -> AsyncIterator[int]:
+            nonlocal produced
+            for i in range(300):
+                produced += 1
+                ahead.append(produced - consumed)
+                yield i
 
-        recorder = Recorder()
-        await to_async_observable(from_iterable(gen())).subscribe_async(recorder.observer())
-        await asyncio.wait_for(recorder.closed.wait(), 5)
-        assert recorder.values == [1] and isinstance(recorder.error, ValueError)
+        def double(x: int) -> int:
+            return x * 2
 
-    @pytest.mark.asyncio
-    async def test_failing_asend_cancels_upstream_and_athrows(self) -> None:
-        """An observer whose asend raises: upstream cancelled, its error sent to athrow."""
-        pub = ManualPublisher()
-        errors: list[Exception] = []
-        done = asyncio.Event()
-
-        async def asend(value: Any) -> None:
-            raise RuntimeError("observer broke")
-
-        async def athrow(error: Exception) -> None:
-            errors.append(error)
-            done.set()
-
-        await to_async_observable(pub).subscribe_async(AsyncAnonymousObserver(asend, athrow))
-        assert pub.subscriber is not None
-        pub.subscriber.on_next(1)
-        await asyncio.wait_for(done.wait(), 5)
-        assert pub.subscription.cancelled.is_set()
-        assert isinstance(errors[0], RuntimeError)
-
-    @pytest.mark.asyncio
-    async def test_plain_functions_and_signals_from_another_thread(self) -> None:
-        """subscribe_async(send, throw, close) works; signals from a thread are handed over."""
-        got: list[int] = []
-        done = asyncio.Event()
-
-        async def send(x: int) -> None:
+        source = rx.pipe(rx.from_async_iterable(gen()), rx.map(double))
+        got = []
+        async for x in to_async_iterator(from_async_observable(source), prefetch=8):
             got.append(x)
+            consumed += 1
+        assert got == [2 * i for i in range(300)]
+        # prefetch 8 + the adapter's slot + the element aioreactive's worker holds in asend
+        assert max(ahead) <= 8 + 2
 
-        async def close() -> None:
-            done.set()
-
-        pub = ManualPublisher()
-        await to_async_observable(pub).subscribe_async(send, None, close)
-
-        def produce() -> None:
-            assert pub.subscriber is not None
-            for i in range(100):
-                pub.subscriber.on_next(i)
-            pub.subscriber.on_complete()
-
-        thread = threading.Thread(target=produce)
-        thread.start()
-        await asyncio.wait_for(done.wait(), 5)
-        thread.join()
-        assert got == list(range(100))
-
-
-# -- a pipeline ---------------------------------------------------------------------------------
-
-
-@pytest.mark.asyncio
-async def test_pipeline_aioreactive_source_to_async_iterator() -> None:
-    """aioreactive source -> from_async_observable -> to_async_iterator: all, in order."""
-    asyncio.get_running_loop().set_debug(True)
-    produced = 0
-    consumed = 0
-    ahead: list[int] = []
-
-    async def gen() -> AsyncIterator[int]:
-        nonlocal produced
-        for i in range(300):
-            produced += 1
-            ahead.append(produced - consumed)
-            yield i
-
-    def double(x: int) -> int:
-        return x * 2
-
-    source = rx.pipe(rx.from_async_iterable(gen()), rx.map(double))
-    got = []
-    async for x in to_async_iterator(from_async_observable(source), prefetch=8):
-        got.append(x)
-        consumed += 1
-    assert got == [2 * i for i in range(300)]
-    # prefetch 8 + the adapter's slot + the element aioreactive's worker holds in asend
-    assert max(ahead) <= 8 + 2
-
-
-@pytest.mark.asyncio
-async def test_roundtrip_publisher_to_aioreactive_and_back() -> None:
-    """Publisher -> to_async_observable -> from_async_observable -> to_async_iterator."""
-    back = from_async_observable(to_async_observable(from_iterable(range(50)), prefetch=4))
-    assert [x async for x in to_async_iterator(back, prefetch=4)] == list(range(50))
-
-
-def test_to_async_observable_an_asend_raising_cancelled_error_fails_and_cancels() -> None:
-    """An asend that awaited something cancelled (not the sending task) fails like any
-    asend: upstream is cancelled (§3.13) and the observer hears athrow. The task died
-    instead, with the subscription open for as long as the disposable was held."""
-    source = CountedIterable()
-    heard: list[object] = []
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-
-        async def asend(x: int) -> None:
-            heard.append(x)
-            if x == 2:
-                future = loop.create_future()
-                loop.call_soon(future.cancel)
-                await future
-
-        async def athrow(error: Exception) -> None:
-            heard.append(error)
-
-        observer: AsyncObserver[int] = AsyncAnonymousObserver(asend, athrow)
-        disposable = await to_async_observable(from_iterable(source)).subscribe_async(observer)
-        for _ in range(50):
-            if source.closed.is_set() and len(heard) == 4:
-                break
-            await asyncio.sleep(0)
-        assert source.closed.is_set()  # by the failure itself, not by the dispose below
-        await disposable.dispose_async()
-
-    asyncio.run(main(), debug=True)
-    assert heard[:3] == [0, 1, 2]
-    assert isinstance(heard[3], RuntimeError) and "CancelledError" in str(heard[3])
-    assert source.closed.is_set()
-
-
-def test_to_async_observable_cancels_upstream_when_asyncio_run_cancels_its_task() -> None:
-    """asyncio.run ending while an asend awaits cancels the sending task: the subscription
-    ends with it (§3.13), though nobody disposed it and the disposable is still held, and
-    the observer hears no athrow (the task's own cancellation is no failure)."""
-    source = CountedIterable()
-    sending = asyncio.Event()
-    held: list[AsyncDisposable] = []
-    thrown: list[Exception] = []
-
-    async def main() -> None:
-        async def asend(x: int) -> None:
-            sending.set()
-            await asyncio.Event().wait()  # never set
-
-        async def athrow(error: Exception) -> None:
-            thrown.append(error)
-
-        observer: AsyncObserver[int] = AsyncAnonymousObserver(asend, athrow)
-        disposable = await to_async_observable(from_iterable(source)).subscribe_async(observer)
-        held.append(disposable)  # as a user keeps it
-        await sending.wait()  # returns with the sending task still waiting in asend
-
-    asyncio.run(main(), debug=True)
-    assert source.closed.wait(5)
-    assert thrown == []
-    assert held  # the disposable was kept, never disposed, all along
+    @pytest.mark.asyncio
+    async def test_roundtrip_publisher_to_aioreactive_and_back(self) -> None:
+        """Publisher -> to_async_observable -> from_async_observable -> to_async_iterator."""
+        back = from_async_observable(to_async_observable(from_iterable(range(50)), prefetch=4))
+        assert [x async for x in to_async_iterator(back, prefetch=4)] == list(range(50))
