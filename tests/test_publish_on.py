@@ -1062,7 +1062,7 @@ def test_spec207_an_interrupt_between_two_requests_fails_the_consumer_it_parked(
     call returns, before the parked request is made: it never will be, so the consumer
     hears why, naming it (after the four elements), instead of waiting for ever."""
     queue: PrefetchQueue[int] = PrefetchQueue(4)  # limit 3
-    lock = queue._lock = _GatedLock()  # type: ignore[assignment]
+    lock = queue._upstream._lock = _GatedLock()  # type: ignore[assignment]
 
     def interrupt() -> None:
         raise KeyboardInterrupt
@@ -1098,7 +1098,7 @@ def test_an_interrupt_between_two_requests_with_none_parked_fails_nothing() -> N
     request parked behind it: nothing was lost, so the stream goes on (the interrupt goes
     to the caller alone), and the consumer's request at 75% is made as usual."""
     queue: PrefetchQueue[int] = PrefetchQueue(4)  # limit 3
-    lock = queue._lock = _GatedLock()  # type: ignore[assignment]
+    lock = queue._upstream._lock = _GatedLock()  # type: ignore[assignment]
 
     def interrupt() -> None:
         raise KeyboardInterrupt
@@ -1127,7 +1127,7 @@ def test_spec204_a_request_decided_as_the_upstream_completes_is_not_made() -> No
     publisher has completed and its call has returned. The request is then not made: the
     end is checked under the lock the end is recorded under."""
     queue: PrefetchQueue[int] = PrefetchQueue(4)  # limit 3
-    lock = queue._lock = _GatedLock()  # type: ignore[assignment]
+    lock = queue._upstream._lock = _GatedLock()  # type: ignore[assignment]
     at_gate, returned = threading.Event(), threading.Event()
 
     def hold() -> None:
