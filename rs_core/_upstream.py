@@ -51,7 +51,7 @@ class Upstream:
         self._missed = 0  # valid demand left for that turn to pass on (saturating)
         self._bad: tuple[object] | None = None  # (n,): the first invalid n left for it
         self._stopped = False  # stop_requests(): no request from now on
-        self._pass = pass_request
+        self._pass = pass_request  # read with the subscription; take() drops it
 
     @property
     def subscription(self) -> Subscription | None:
@@ -83,7 +83,7 @@ class Upstream:
         turn and goes on to the caller; demand left meanwhile waits for the next turn."""
         me = get_ident()
         with self._lock:  # under _lock: the turn, and the demand left for it
-            subscription = self._subscription
+            subscription, passer = self._subscription, self._pass
             if subscription is CANCELLED or self._stopped:
                 return
             requester = self._requester
@@ -95,10 +95,10 @@ class Upstream:
                 return
             self._requester = me
         if requester:  # from inside this thread's own request: serial (§2.7), §3.3
-            self._pass(subscription, n)
+            passer(subscription, n)
             return
         try:
-            self._pass(subscription, n)
+            passer(subscription, n)
         except BaseException:
             self._end_turn()
             raise
@@ -110,7 +110,7 @@ class Upstream:
         try:
             while True:
                 with self._lock:  # under _lock: what was left, taken once
-                    subscription = self._subscription
+                    subscription, passer = self._subscription, self._pass
                     missed, self._missed = self._missed, 0
                     bad, self._bad = self._bad, None
                     if (
@@ -122,9 +122,9 @@ class Upstream:
                         self._requester = 0
                         return
                 if missed:
-                    self._pass(subscription, missed)
+                    passer(subscription, missed)
                 if bad is not None:
-                    self._pass(subscription, bad[0])  # type: ignore[arg-type]  # §3.9
+                    passer(subscription, bad[0])  # type: ignore[arg-type]  # §3.9
         except BaseException:
             self._end_turn()
             raise
@@ -156,6 +156,7 @@ class Upstream:
         §2.4), or ``CANCELLED`` (taken before). Requests are no-ops from now on."""
         with self._lock:  # under _lock
             subscription, self._subscription = self._subscription, CANCELLED
+            self._pass = _request  # no request follows: no cycle through the owner's hook
         return subscription
 
     def cancel(self) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -356,6 +358,29 @@ def test_pass_request_makes_every_call() -> None:
     upstream.request(2)
     assert calls == [(subscription, 1), (subscription, 2)]
     assert subscription.requests == [1, 2]
+
+
+def test_take_drops_the_owners_hook_so_the_owner_is_freed_without_a_gc_pass() -> None:
+    """An owner whose pass_request is its own method (a cycle through its Upstream) is
+    freed by reference counting once the subscription was taken (closed, §3.13)."""
+
+    class Owner:
+        def __init__(self) -> None:
+            self.upstream = Upstream(self.pass_request)
+
+        def pass_request(self, subscription: Any, n: int) -> None:
+            subscription.request(n)
+
+    gc.disable()
+    try:
+        owner = Owner()
+        owner.upstream.set_once(Strict())
+        owner.upstream.cancel()
+        gone = weakref.ref(owner)
+        del owner
+        assert gone() is None
+    finally:
+        gc.enable()
 
 
 def test_no_lock_is_held_while_the_subscription_is_called() -> None:
