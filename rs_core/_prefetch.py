@@ -86,7 +86,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         self._upstream = Upstream(self._pass)  # set once (§2.5), requests serial (§2.7)
         self._done = False  # ended or closed: nothing more is queued
         self._ended = False  # the upstream's terminal signal came
-        self._cancelled = False  # the consumer cancelled (close or interrupt): no new request
+        self._cancelled = False  # the consumer cancelled (close, interrupt, a violation): §1.8
         self._error: Exception | None = None
         self._wake: Callable[[], None] = _nothing
         self._lazy = lazy  # True until the first request is due (see want)

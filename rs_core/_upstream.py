@@ -31,7 +31,8 @@ class Upstream:
     thread's request is in progress, or before ``set_once``, it is added up and passed on by
     that thread when its call returns, or by ``set_once`` (§2.7). A request made from inside
     that call on its own thread (``on_next`` asking for more) goes straight through, serial
-    all the same (§3.3: the publisher bounds the recursion). An invalid ``n`` is passed on
+    all the same (§3.3: the publisher bounds the recursion), or with ``defer_nested`` waits
+    for that call to return, as another thread's does. An invalid ``n`` is passed on
     as it came, for the publisher's ``on_error`` (§3.9). ``cancel`` and ``take`` never wait
     for a request in progress (§3.5), so one decided just before may follow them (§3.6).
     Any thread may call any method; no lock is held while the subscription, or
@@ -40,11 +41,26 @@ class Upstream:
     Args:
         pass_request: makes one ``subscription.request(n)`` (the default); an owner that
             counts what it asked for (§1.1) wraps the call here. Called serially.
+        defer_nested: never call ``request`` from inside ``request`` (no recursion at all).
     """
 
-    __slots__ = ("_bad", "_lock", "_missed", "_pass", "_requester", "_stopped", "_subscription")
+    __slots__ = (
+        "_bad",
+        "_defer_nested",
+        "_lock",
+        "_missed",
+        "_pass",
+        "_requester",
+        "_stopped",
+        "_subscription",
+    )
 
-    def __init__(self, pass_request: Callable[[Subscription, int], None] = _request) -> None:
+    def __init__(
+        self,
+        pass_request: Callable[[Subscription, int], None] = _request,
+        *,
+        defer_nested: bool = False,
+    ) -> None:
         self._lock = threading.Lock()
         self._subscription: Subscription | None = None  # then the one kept, then CANCELLED
         self._requester = 0  # the thread whose turn it is to request (§2.7), 0 for none
@@ -52,6 +68,7 @@ class Upstream:
         self._bad: tuple[object] | None = None  # (n,): the first invalid n left for it
         self._stopped = False  # stop_requests(): no request from now on
         self._pass = pass_request  # read with the subscription; take() drops it
+        self._defer_nested = defer_nested
 
     @property
     def subscription(self) -> Subscription | None:
@@ -87,8 +104,8 @@ class Upstream:
             if subscription is CANCELLED or self._stopped:
                 return
             requester = self._requester
-            if subscription is None or (requester and requester != me):
-                if check_request(n) is None:  # set_once, or that thread, passes it on
+            if subscription is None or (requester and (requester != me or self._defer_nested)):
+                if check_request(n) is None:  # set_once, or the turn's thread, passes it on
                     self._missed = add_cap(self._missed, n)
                 elif self._bad is None:
                     self._bad = (n,)  # §3.9: as it came (0, -1, True, None)

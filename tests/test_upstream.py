@@ -273,6 +273,25 @@ def test_spec303_a_request_from_inside_a_request_goes_straight_through() -> None
     assert depths == [1, 2, 3, 4] and subscription.requests == [1, 1, 1, 1]
 
 
+def test_spec303_with_defer_nested_a_request_from_inside_a_request_waits_for_its_return() -> None:
+    """defer_nested: on_next asking for more from inside request is passed on when that
+    call returns, by the same thread, added up: no request ever runs inside another."""
+    upstream = Upstream(defer_nested=True)
+    subscription = Strict()
+    depths: list[int] = []
+
+    def on_next(depth: int) -> None:
+        depths.append(depth)
+        if len(depths) < 4:
+            upstream.request(1)
+            upstream.request(2)
+
+    subscription.inside = on_next
+    upstream.set_once(subscription)
+    upstream.request(1)
+    assert depths == [1, 1, 1, 1] and subscription.requests == [1, 3, 3, 3]
+
+
 def test_spec207_a_request_during_another_threads_is_made_by_that_thread() -> None:
     """A request made while another thread's call is in progress returns at once; the
     thread in the call passes it on when its call returns, added up with any other."""
@@ -507,24 +526,27 @@ def _asking(upstream: Upstream, times: int) -> Callable[[], None]:
 
 
 @pytest.mark.stress
+@pytest.mark.parametrize("defer_nested", [False, True], ids=["nested", "deferred"])
 def test_spec303_requests_from_on_next_and_from_other_threads_never_overlap(
-    switching: None,
+    switching: None, defer_nested: bool
 ) -> None:
     """A synchronous publisher asks for more from inside each request (on_next requesting,
-    nested up to 3 deep) while four other threads request too (20 rounds): requests on
-    different threads never overlap, and every unit asked for reaches the subscription."""
+    nested up to 3 deep, or after each return with defer_nested) while four other threads
+    request too (20 rounds): requests on different threads never overlap, and every unit
+    asked for reaches the subscription."""
     for _ in range(20):
-        _requests_nested_and_from_four_threads()
+        _requests_nested_and_from_four_threads(defer_nested)
 
 
-def _requests_nested_and_from_four_threads() -> None:
-    upstream = Upstream()
+def _requests_nested_and_from_four_threads(defer_nested: bool) -> None:
+    upstream = Upstream(defer_nested=defer_nested)
     subscription = Strict()
-    nested = 0  # owned: only the thread whose turn it is runs on_next
+    nested = deepest = 0  # owned: only the thread whose turn it is runs on_next
 
     def on_next(depth: int) -> None:
-        nonlocal nested
-        if depth < 3:
+        nonlocal nested, deepest
+        deepest = max(deepest, depth)
+        if depth < 3 and nested < 40:
             nested += 1
             upstream.request(1)
 
@@ -533,6 +555,7 @@ def _requests_nested_and_from_four_threads() -> None:
     race(*(_asking(upstream, 25) for _ in range(4)))
     assert subscription.overlaps == 0
     assert subscription.demand == 100 + nested
+    assert deepest == (1 if defer_nested else 3)
 
 
 @pytest.mark.stress
