@@ -32,11 +32,12 @@ class Upstream:
     that thread when its call returns, or by ``set_once`` (§2.7). A request made from inside
     that call on its own thread (``on_next`` asking for more) goes straight through, serial
     all the same (§3.3: the publisher bounds the recursion), or with ``defer_nested`` waits
-    for that call to return, as another thread's does. An invalid ``n`` is passed on
-    as it came, for the publisher's ``on_error`` (§3.9). ``cancel`` and ``take`` never wait
-    for a request in progress (§3.5), so one decided just before may follow them (§3.6).
-    Any thread may call any method; no lock is held while the subscription, or
-    ``pass_request``, is called, and a cancel that raises is reported (§3.15).
+    for that call to return, as another thread's does. An invalid ``n`` is passed on as it
+    came, for the publisher's ``on_error`` (§3.9). ``replenish(due)`` instead asks the owner
+    how much each time a call can be made. ``cancel`` and ``take`` never wait for a request
+    in progress (§3.5), so one decided just before may follow them (§3.6). Any thread may
+    call any method; no lock is held while the subscription, ``pass_request`` or ``due`` is
+    called, and a cancel that raises is reported (§3.15).
 
     Args:
         pass_request: makes one ``subscription.request(n)`` (the default); an owner that
@@ -45,6 +46,7 @@ class Upstream:
     """
 
     __slots__ = (
+        "_again",
         "_bad",
         "_defer_nested",
         "_lock",
@@ -67,6 +69,7 @@ class Upstream:
         self._missed = 0  # valid demand left for that turn to pass on (saturating)
         self._bad: tuple[object] | None = None  # (n,): the first invalid n left for it
         self._stopped = False  # stop_requests(): no request from now on
+        self._again = False  # replenish(): the turn asks due() once more before it ends
         self._pass = pass_request  # read with the subscription; take() drops it
         self._defer_nested = defer_nested
 
@@ -142,6 +145,48 @@ class Upstream:
                     passer(subscription, missed)
                 if bad is not None:
                     passer(subscription, bad[0])  # type: ignore[arg-type]  # §3.9
+        except BaseException:
+            self._end_turn()
+            raise
+
+    def replenish(self, due: Callable[[], int]) -> None:
+        """Request ``due()`` more, one call at a time (§2.7), asking ``due`` again after each
+        call returns until it says 0: for an owner that decides how much to ask for when the
+        call can be made (the room in its buffer). ``due`` counts what it returns as asked
+        for, and runs with no lock of ours held. While another thread's turn is in progress
+        (or this thread's own call, with ``defer_nested``), this only makes that turn ask
+        ``due`` once more before it ends. A no-op before ``set_once``, once taken or stopped."""
+        me = get_ident()
+        with self._lock:  # under _lock: the turn, and the call for one more look
+            subscription, passer = self._subscription, self._pass
+            if subscription is None or subscription is CANCELLED or self._stopped:
+                return
+            requester = self._requester
+            if requester and (requester != me or self._defer_nested):
+                self._again = True  # that turn asks due() again before it ends
+                return
+            self._requester = me
+        if requester:  # from inside this thread's own request: serial (§2.7), §3.3
+            n = due()
+            if n > 0:
+                passer(subscription, n)
+            return
+        try:
+            while True:
+                n = due()
+                if n > 0:
+                    passer(subscription, n)
+                with self._lock:  # under _lock: ending the turn, or one more look, in one step
+                    subscription, passer = self._subscription, self._pass
+                    if (
+                        subscription is None
+                        or subscription is CANCELLED
+                        or self._stopped
+                        or (n <= 0 and not self._again)
+                    ):
+                        self._requester = 0
+                        return
+                    self._again = False
         except BaseException:
             self._end_turn()
             raise

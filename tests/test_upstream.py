@@ -430,6 +430,104 @@ def test_no_lock_is_held_while_the_subscription_is_called() -> None:
     assert other.cancels == 1
 
 
+# -- replenish: the owner says how much, each time a call can be made ---------------------------
+
+
+def test_replenish_asks_due_after_each_call_until_it_says_zero() -> None:
+    """replenish(due) requests what due() says, then asks again, until it says 0; before
+    set_once it does nothing, and due() is not even asked."""
+    upstream = Upstream()
+    answers = [0, 2, 3]  # popped from the end: 3, then 2, then 0
+    upstream.replenish(answers.pop)
+    assert answers == [0, 2, 3]
+    subscription = Strict()
+    upstream.set_once(subscription)
+    upstream.replenish(answers.pop)
+    assert subscription.requests == [3, 2] and answers == []
+
+
+def test_replenish_from_another_thread_during_a_call_makes_that_turn_look_again() -> None:
+    """A replenish while another thread's call is in progress returns at once without
+    asking due(); the thread in the call asks due() once more when it returns."""
+    upstream = Upstream()
+    subscription = Strict()
+    asked_on: list[int] = []
+    answers = [0, 2, 5]
+
+    def due() -> int:
+        asked_on.append(threading.get_ident())
+        return answers.pop()
+
+    def inside(depth: int) -> None:
+        if len(subscription.requests) == 1:
+            on_thread(lambda: upstream.replenish(due))
+
+    subscription.inside = inside
+    upstream.set_once(subscription)
+    upstream.replenish(due)
+    assert subscription.requests == [5, 2]
+    assert asked_on == [threading.get_ident()] * 3
+
+
+@pytest.mark.parametrize("defer_nested", [False, True], ids=["nested", "deferred"])
+def test_replenish_from_inside_a_call_on_its_own_thread(defer_nested: bool) -> None:
+    """From inside the turn's own call (on_next freeing room): asked and passed on at once,
+    nested; with defer_nested, asked when the call returns, never nested."""
+    upstream = Upstream(defer_nested=defer_nested)
+    subscription = Strict()
+    answers = [0, 1, 1, 1, 4]
+    depths: list[int] = []
+
+    def inside(depth: int) -> None:
+        depths.append(depth)
+        if len(depths) < 4:
+            upstream.replenish(answers.pop)
+
+    subscription.inside = inside
+    upstream.set_once(subscription)
+    upstream.replenish(answers.pop)
+    assert subscription.requests == [4, 1, 1, 1] and answers == []
+    assert depths == ([1, 1, 1, 1] if defer_nested else [1, 2, 3, 4])
+
+
+def test_replenish_called_right_after_due_said_zero_is_not_lost() -> None:
+    """Another thread frees room just after due() said 0, while the turn is still held: its
+    replenish returns at once, and the turn, before it ends, asks due() once more."""
+    upstream = Upstream()
+    subscription = Strict()
+    room = [0, 2, 0, 3]  # what due() sees, from the end: 3, 0, then 2 (freed), then 0
+    looks: list[int] = []
+
+    def due() -> int:
+        n = room.pop()
+        looks.append(n)
+        if n == 0 and room:  # room is freed now, on another thread, which replenishes too
+            on_thread(lambda: upstream.replenish(lambda: 99))
+        return n
+
+    upstream.set_once(subscription)
+    upstream.replenish(due)
+    assert subscription.requests == [3, 2]
+    assert looks == [3, 0, 2, 0]
+
+
+def test_replenish_stops_looking_once_stopped() -> None:
+    """stop_requests() during a call ends the turn when the call returns: due() is not
+    asked again, though another thread asked for one more look."""
+    upstream = Upstream()
+    subscription = Strict()
+    answers = [9, 4]
+
+    def inside(depth: int) -> None:
+        on_thread(lambda: upstream.replenish(answers.pop))
+        upstream.stop_requests()
+
+    subscription.inside = inside
+    upstream.set_once(subscription)
+    upstream.replenish(answers.pop)
+    assert subscription.requests == [4] and answers == [9]
+
+
 # -- a raising request ends the turn -------------------------------------------------------------
 
 
@@ -574,3 +672,46 @@ def test_spec305_requests_and_cancels_from_many_threads(switching: None) -> None
         made = len(subscription.requests)
         upstream.request(1)
         assert len(subscription.requests) == made
+
+
+@pytest.mark.stress
+def test_replenish_from_many_consumers_refills_every_freed_slot(switching: None) -> None:
+    """Four consumers each take 5 elements from a window of 2 and replenish after each,
+    released together (300 rounds): requests never overlap, never more than the window is
+    outstanding, and once every call returned the window is full again: no consumer's
+    call for one more look was lost between the last due() and the end of a turn."""
+    for _ in range(300):
+        _four_consumers_replenishing(window=2, takes=5)
+
+
+def _four_consumers_replenishing(window: int, takes: int) -> None:
+    upstream = Upstream()
+    subscription = Strict()
+    lock = threading.Lock()  # the owner's
+    outstanding = consumed = 0  # under lock
+    overfull: list[int] = []
+
+    def due() -> int:
+        nonlocal outstanding
+        with lock:
+            n = window - outstanding
+            outstanding += n
+            if outstanding > window:
+                overfull.append(outstanding)
+        return n
+
+    def consume() -> None:
+        nonlocal outstanding, consumed
+        for _ in range(takes):
+            with lock:
+                if outstanding:
+                    outstanding -= 1
+                    consumed += 1
+            upstream.replenish(due)
+
+    upstream.set_once(subscription)
+    upstream.replenish(due)
+    race(*(consume for _ in range(4)))
+    assert subscription.overlaps == 0 and overfull == []
+    assert subscription.demand == consumed + outstanding
+    assert outstanding == window
