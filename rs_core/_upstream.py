@@ -155,7 +155,8 @@ class Upstream:
         call can be made (the room in its buffer). ``due`` counts what it returns as asked
         for, and runs with no lock of ours held. While another thread's turn is in progress
         (or this thread's own call, with ``defer_nested``), this only makes that turn ask
-        ``due`` once more before it ends. A no-op before ``set_once``, once taken or stopped."""
+        ``due`` once more before it ends. A no-op before ``set_once``, once taken or stopped.
+        An owner uses it instead of ``request``: demand left by ``request`` is not looked at."""
         me = get_ident()
         with self._lock:  # under _lock: the turn, and the call for one more look
             subscription, passer = self._subscription, self._pass
@@ -197,8 +198,8 @@ class Upstream:
 
     def drop_missed(self) -> int:
         """Take back the valid demand that no turn will pass on (0 while a thread has the
-        turn, which will): after an exception ended a turn, the owner may fail instead of
-        waiting for a request that no one makes."""
+        turn, which will), forgetting an invalid one: after an exception ended a turn, the
+        owner may fail instead of waiting for a request that no one makes."""
         with self._lock:  # under _lock
             if self._requester:
                 return 0
