@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from threading import get_ident
 from typing import Generic, TypeVar, final
 
 from reactive_streams._demand import Replenisher, add_cap
@@ -24,6 +23,7 @@ from reactive_streams._subscription import (
     require_error,
     require_subscription,
 )
+from reactive_streams._upstream import Upstream
 from reactive_streams.api import Subscription
 from reactive_streams.errors import OverflowViolation, ProtocolViolation
 
@@ -64,12 +64,10 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         "_error",
         "_lazy",
         "_lock",
-        "_owed",
         "_prefetch",
         "_queue",
         "_received",
         "_replenisher",
-        "_requester",
         "_upstream",
         "_wake",
         "queue",
@@ -85,18 +83,16 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         self.queue: deque[T] = self._queue  # fused: the drain pops straight from it
         self.sink: deque[T] = self._queue  # fused: an upstream drain appends straight to it
         self._lock = threading.Lock()
-        self._upstream: Subscription | None = None
+        self._upstream = Upstream(self._pass)  # set once (§2.5), requests serial (§2.7)
         self._done = False  # ended or closed: nothing more is queued
         self._ended = False  # the upstream's terminal signal came
-        self._cancelled = False  # the consumer cancelled (close or interrupt): no new request
+        self._cancelled = False  # the consumer cancelled (close, interrupt, a violation): §1.8
         self._error: Exception | None = None
         self._wake: Callable[[], None] = _nothing
         self._lazy = lazy  # True until the first request is due (see want)
-        self._requester = 0  # the id of the thread inside upstream.request (§2.7, see _ask)
-        self._owed = 0  # requested meanwhile, made when that call returns
         # §1.1, exactly: on_next counts against everything passed to upstream.request,
-        # counted right before each call (a synchronous upstream emits inside it) by the one
-        # thread making requests (§2.7); each count has one writer.
+        # counted right before each call (a synchronous upstream emits inside it) by the
+        # thread whose turn it is to request (§2.7, Upstream); each count has one writer.
         self._asked = 0
         self._received = 0  # the upstream's on_next (a fused upstream drain keeps §1.1 itself)
 
@@ -117,18 +113,13 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
 
     def on_subscribe(self, subscription: Subscription) -> None:
         require_subscription(subscription)  # §2.13
-        with self._lock:
-            duplicate = self._upstream is not None
-            if not duplicate:
-                self._upstream = subscription
-            lazy = self._lazy  # still lazy: want() makes the first request
-        if duplicate:  # §2.5, or closed before upstream subscribed
-            cancel_quietly(subscription)  # §3.15: a raising cancel is not ours to raise
+        lazy = self._lazy  # read first: want() clears it only once a subscription is kept
+        if not self._upstream.set_once(subscription):  # §2.5, or closed before: cancelled
             return
         if lazy:  # the consumer may have found the queue empty with demand already: it
             self._wake()  # looks again, on its own thread, and makes the request there
         else:
-            self._ask(subscription, self._replenisher.prefetch)
+            self._ask(self._replenisher.prefetch)
 
     def on_next(self, element: T) -> None:
         if element is None:  # §2.13: the subscription counts as cancelled, the consumer
@@ -137,15 +128,17 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             require_element(element)  # and upstream gets its TypeError
         if self._done:
             return  # §2.8: late elements after close
-        if self._upstream is None:  # §1.9: nothing was requested yet, whatever was counted
-            self.fail_upstream(
-                ProtocolViolation("1.9", "§1.9: upstream signalled on_next before on_subscribe")
-            )
-            return
-        self._received += 1
+        self._received += 1  # owned: the upstream's on_next calls are serial (§1.3)
         asked = self._asked
-        if self._received > asked:  # §1.1
-            self.fail_upstream(
+        if self._received > asked:
+            if self._upstream.subscription is None:  # §1.9: nothing was requested yet
+                self.fail_upstream(
+                    ProtocolViolation(
+                        "1.9", "§1.9: upstream signalled on_next before on_subscribe"
+                    )
+                )
+                return
+            self.fail_upstream(  # §1.1
                 OverflowViolation(
                     f"§1.1: upstream signalled on_next number {self._received}, beyond the "
                     f"{asked} requested in all (prefetch={self._prefetch})"
@@ -167,6 +160,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         if error is None:  # §2.13, as for on_next(None)
             self.fail_upstream(TypeError("§2.13: upstream signalled on_error(None)"))  # type: ignore[unreachable]
         require_error(error)  # §2.13: raises TypeError for None
+        self._upstream.stop_requests()  # §2.4: the subscription counts as cancelled
         with self._lock:
             ended, self._ended = self._ended, True
         if ended:
@@ -175,6 +169,7 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             report_dropped(error, rule="1.8", where="on_error after the consumer cancelled")
 
     def on_complete(self) -> None:
+        self._upstream.stop_requests()  # §2.4: the subscription counts as cancelled
         with self._lock:
             if self._ended:
                 return
@@ -227,14 +222,12 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             if due:
                 self._request(due)
             return
-        with self._lock:
-            upstream = self._upstream
-            if upstream is None:
-                return  # not subscribed yet
+        if self._upstream.subscription is None:
+            return  # not subscribed yet
+        with self._lock:  # under _lock: the first request is made once
             first, self._lazy = self._lazy, False
-            due = self._replenisher.prefetch if first else 0
-        if due and upstream is not CANCELLED:
-            self._ask(upstream, due)
+        if first:
+            self._ask(self._replenisher.prefetch)  # a no-op once closed (§3.6)
 
     def consumed(self, n: int) -> None:
         due = self._replenisher.consumed(n, len(self._queue))
@@ -242,58 +235,25 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             self._request(due)
 
     def _request(self, due: int) -> None:
-        upstream = self._upstream
-        if upstream is not None:
-            self._ask(upstream, due)
+        if self._upstream.subscription is not None:  # nothing is asked before on_subscribe
+            self._ask(due)
 
-    def _ask(self, upstream: Subscription, n: int) -> None:
-        """``upstream.request(n)``, unless the consumer cancelled: after an interrupt, an
-        upstream of ours is cancelled with its clean-up owed to ``close()``, and gets no new
-        request meanwhile. One that raises breaks §3.16: upstream is cancelled and the
-        consumer gets the error after the elements already queued, instead of it escaping
-        into whoever consumed (an element popped and lost, or a drain's task).
+    def _ask(self, n: int) -> None:
+        """Request ``n`` upstream, one call at a time (§2.7, :class:`Upstream`): a request
+        made while another thread's is in progress is made by that thread when its call
+        returns; one from inside it, on its own thread, goes straight through (§3.3).
+        Nothing is asked once the upstream ended (§2.4) or the consumer cancelled (§3.6);
+        a cancel is not held back behind a request in progress (§3.5).
 
-        Requests reach upstream one at a time (§2.7), as ``BaseSubscriber``'s do: the first
-        one is made in ``on_subscribe``, on the publisher's thread, which may still be
-        inside it (emitting) when the consumer asks for more on its own thread; a request
-        made meanwhile is added up and made by the thread inside ``request`` as soon as its
-        call returns. One made from inside that call, on its own thread (a synchronous
-        upstream delivering to an inline drain), is serial all the same and goes straight
-        through; the upstream bounds that recursion (§3.3). An interrupt (a BaseException)
-        inside a request ends the queue with §3.16's error; one between two requests ends
-        it only if a request was parked meanwhile, which will never be made now. Either
-        way it then goes on to the caller.
-
-        A cancel from another thread (``close``, ``interrupt``) is not held back behind a
-        request in progress, as ``BaseSubscriber``'s is not (§3.5 makes ``cancel``
-        thread-safe; §3.12 would wait for a whole window of a synchronous upstream), so a
-        request decided just before it may still reach the upstream after it: §3.6 makes
-        that a no-op."""
-        me = get_ident()
-        with self._lock:  # checked under the lock: on_complete / on_error set _ended under it
-            if self._cancelled or self._ended:  # §3.6; §2.4: a terminal signal cancels too
-                return
-            requester = self._requester
-            if requester and requester != me:  # §2.7: that thread makes this one next
-                self._owed = add_cap(self._owed, n)
-                return
-            self._requester = me
-        if requester:  # from inside our own request, on this thread (a BaseException goes
-            self._pass(upstream, n)  # on to the loop below, on this thread's stack)
-            return
+        An interrupt (a BaseException) that ends a turn with a request left for it fails
+        the consumer, naming that request, instead of leaving it waiting for ever; then it
+        goes on to the caller (the publisher's thread, maybe). See docs/spec-mapping.md §2.7.
+        """
         try:
-            while True:
-                self._pass(upstream, n)
-                with self._lock:
-                    n, self._owed = self._owed, 0
-                    if not n or self._cancelled or self._ended:
-                        self._requester = 0
-                        return
-        except BaseException as exc:  # an interrupt, inside request (_pass failed the queue)
-            with self._lock:  # or between two: a request parked meanwhile will never be
-                lost, self._owed = self._owed, 0  # made, so the consumer hears why instead
-                self._requester = 0  # of waiting for ever; then it goes on to the caller
-            if lost and not self._done:  # (the publisher's thread, maybe)
+            self._upstream.request(n)
+        except BaseException as exc:
+            lost = self._upstream.drop_missed()  # 0 while a turn will still make it
+            if lost and not self._done:
                 error = RuntimeError(
                     f"request({lost}) upstream was never made: {exc!r} interrupted the "
                     "thread that was to make it (§2.7: it waited for that thread's request)"
@@ -303,10 +263,12 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
             raise
 
     def _pass(self, upstream: Subscription, n: int) -> None:
-        """One ``upstream.request(n)``, counted first (§1.1). One that raises breaks §3.16:
-        the consumer gets the error, after what is queued; an interrupt ends the queue
-        too, naming this request, then goes on (see ``_ask``)."""
-        self._asked = add_cap(self._asked, n)
+        """One ``upstream.request(n)``, made by ``Upstream`` in turn (§2.7), counted first
+        (§1.1). One that raises breaks §3.16: the consumer gets the error after what is
+        queued, instead of it escaping into whoever consumed (an element popped and lost,
+        or a drain's task); an interrupt ends the queue too, naming this request, then
+        goes on (see ``_ask``)."""
+        self._asked = add_cap(self._asked, n)  # owned: the thread whose turn it is (§2.7)
         try:
             upstream.request(n)
         except Exception as exc:
@@ -326,8 +288,8 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
 
     def close(self) -> None:
         self._cancelled = True
-        with self._lock:
-            upstream, self._upstream = self._upstream, CANCELLED
+        upstream = self._upstream.take()
+        with self._lock:  # under _lock
             was_done, self._done = self._done, True
         self._wake = _nothing
         if upstream is not None and upstream is not CANCELLED and not was_done:
@@ -337,29 +299,23 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
     def interrupt(self) -> None:
         """The consumer cancelled from another thread while its drain is busy (in a slow
         ``on_next``, or inside upstream's ``request``): cancel upstream now (§3.12), with no
-        new request after it (but one already decided on: see ``_ask``). This project's
-        upstreams are asked to defer the clean-up of an idle inline drain
-        (``cancel_deferring_cleanup``): cancelling an idle synchronous upstream closes its
-        source (a generator's ``finally``) inside ``cancel``, which must run neither on the
-        cancelling thread (an event loop's, say; §3.5) nor on a thread of no one's;
-        ``close()`` then cancels again, on the drain's thread, and runs it there.
-        Any other upstream is cancelled here, as Reactor's ``publishOn`` does: §3.5 asks
-        its ``cancel`` to return in a timely manner."""
+        new request after it (but one already decided on: see ``_ask``). An upstream of
+        ours is asked to defer the clean-up of an idle inline drain
+        (``cancel_deferring_cleanup``), which must run neither on the cancelling thread (an
+        event loop's, say; §3.5) nor on a thread of no one's: ``close()`` cancels again, on
+        the drain's thread, and runs it there. Any other upstream is cancelled here, as
+        Reactor's ``publishOn`` does (§3.5 asks its ``cancel`` to be timely)."""
         self._cancelled = True
-        with self._lock:
-            upstream = self._upstream
-            if self._done or upstream is None or upstream is CANCELLED:
-                return
+        self._upstream.stop_requests()  # §3.6
+        upstream = self._upstream.subscription
+        if self._done or upstream is None or upstream is CANCELLED:
+            return
         deferring = getattr(upstream, "cancel_deferring_cleanup", None)  # (no lock: user code)
         if deferring is not None:
             deferring()  # idempotent, as cancel is: close() cancels again (§3.7)
             return
-        with self._lock:  # foreign: cancelled once, here (close() then skips it)
-            mine = self._upstream is upstream
-            if mine:
-                self._upstream = CANCELLED
-        if mine:
-            cancel_quietly(upstream)
+        if self._upstream.take() is upstream:  # foreign: cancelled once, here (close() then
+            cancel_quietly(upstream)  # skips it)
 
     def fail_upstream(self, error: Exception) -> None:
         """Cancel the upstream subscription, if any (§3.13), then fail the consumer with
@@ -367,9 +323,6 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         may already have called ``on_subscribe`` (§1.9); ``on_error`` alone would mark the
         queue done, and ``close()`` would then skip the cancel."""
         self._cancelled = True  # an upstream on_error racing this cancel is §1.8
-        with self._lock:
-            upstream, self._upstream = self._upstream, CANCELLED
-        if upstream is not None and upstream is not CANCELLED:
-            cancel_quietly(upstream)  # §3.15: raising here would lose the error below
+        self._upstream.cancel()  # §3.15: raising here would lose the error below
         if not self._finish(error):
             report_dropped(error, where="upstream failed after the queue was closed or ended")

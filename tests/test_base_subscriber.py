@@ -432,7 +432,7 @@ def test_spec207_no_request_reaches_the_subscription_between_on_subscribe_and_it
 
         def __exit__(self, *exc: object) -> None:
             self.lock.release()
-            if self.other is None and self.sub._upstream is not None:
+            if self.other is None and self.sub._upstream.subscription is not None:
                 self.other = threading.Thread(target=self.sub.request, args=(7,))
                 self.other.start()
                 self.other.join(5)
@@ -445,7 +445,7 @@ def test_spec207_no_request_reaches_the_subscription_between_on_subscribe_and_it
             super().hook_on_subscribe(subscription)
 
     sub = Recording(initial=2)
-    sub._lock = GapLock(sub)  # type: ignore[assignment]
+    sub._upstream._lock = GapLock(sub)  # type: ignore[assignment]
     upstream = Upstream()
     sub.on_subscribe(upstream)
     assert seen_at_hook == []  # nothing reached the upstream before the hook ran
