@@ -31,6 +31,7 @@ from reactive_streams._subscription import (
     require_subscriber,
     require_subscription,
 )
+from reactive_streams._upstream import Upstream
 from reactive_streams.adapters._rx_buffer import _BufferSource, _dispose, _Stop
 from reactive_streams.api import Processor, Subscriber, Subscription
 from reactive_streams.errors import OverflowViolation
@@ -96,14 +97,14 @@ class RxProcessor(Generic[T, R]):
         self._outstanding = 0  # inputs requested from upstream and not yet received
         self._expansion = 1  # E: the most outputs one input produced during its on_next
         self._measured = False  # E is known once the first input went through the chain
-        self._upstream: Subscription | None = None
+        # set once (§2.5); requests serial (§2.7), none from inside another (defer_nested)
+        self._upstream = Upstream(self._pass, defer_nested=True)
         self._upstream_done = False
         self._subscribed = False
         self._source: _ProcessorSource[R] = _ProcessorSource(self)
         self._subject: Subject[T] = Subject()
         self._fed = False  # the chain subscribed to its input (once: see _feed)
         self._listening = False  # ... and now hears it: nothing is requested before
-        self._replenishing = False  # a thread is passing requests upstream (§2.7)
         self._chain: DisposableBase = Disposable()
         chain: Observable[Any] = reactivex.create(self._feed)
         for position, operator in enumerate(operators):  # as pipe() does, naming the culprit
@@ -172,14 +173,8 @@ class RxProcessor(Generic[T, R]):
 
     def on_subscribe(self, subscription: Subscription) -> None:
         require_subscription(subscription)  # §2.13
-        with self._lock:
-            duplicate = self._upstream is not None
-            if not duplicate:
-                self._upstream = subscription
-        if duplicate:  # §2.5, or cancelled before upstream subscribed
-            cancel_quietly(subscription)  # §3.15: a raising cancel is not ours to raise
-            return
-        self._replenish()
+        if self._upstream.set_once(subscription):  # §2.5: a duplicate, or one after our
+            self._replenish()  # cancel, is cancelled quietly (§3.15)
 
     def on_next(self, element: T) -> None:
         source = self._source
@@ -256,58 +251,48 @@ class RxProcessor(Generic[T, R]):
         return free if free >= window - window // 4 else 0
 
     def _replenish(self) -> None:
-        """Request what fits in the output buffer (§1.1 bound kept downstream).
+        """Request what fits in the output buffer (§1.1 bound kept downstream), from
+        upstream's ``on_next`` or the subscriber's drain, maybe on two threads: ``Upstream``
+        makes one call at a time (§2.7), never one inside another, and asks ``_due`` again
+        after each, so what another thread freed meanwhile is requested too."""
+        self._upstream.replenish(self._due)
 
-        Called from upstream's ``on_next`` and from the subscriber's drain, maybe on two
-        threads: one of them requests at a time (§2.7), and looks again after each request
-        until nothing fits, so what another thread freed meanwhile is requested too. A
-        call made while a request is in progress (another thread's, or this thread's own,
-        from an ``on_next`` inside ``request``) leaves it to that loop."""
+    def _due(self) -> int:
+        """How many inputs to request now, counted as outstanding at once."""
         with self._lock:
-            if self._replenishing:
-                return
-            self._replenishing = True
-        n = 0
-        try:
-            while True:
-                with self._lock:
-                    upstream = self._upstream
-                    n = self._room() if self._requestable(upstream) else 0
-                    if n <= 0:
-                        self._replenishing = False
-                        return
-                    self._outstanding += n  # under _lock
-                upstream.request(n)  # type: ignore[union-attr]  # _requestable: not None
-        except Exception as exc:  # §3.16 broken: request must return normally. The upstream
-            failure = RuntimeError(f"§3.16: the upstream's request({n}) raised {exc!r}")
-            failure.__cause__ = exc  # has failed: it is cancelled, and its error goes
-            self._detach_upstream()  # through the chain as its on_error would, after the
-            self.on_error(failure)  # outputs already buffered (as PrefetchQueue does)
-        finally:
-            if n > 0:  # request raised: whatever it recorded is not outstanding any more
-                with self._lock:
-                    self._outstanding = max(0, self._outstanding - n)  # under _lock
-                    self._replenishing = False
+            n = self._room() if self._requestable() else 0
+            if n > 0:
+                self._outstanding += n  # under _lock
+            return n
 
-    def _requestable(self, upstream: Subscription | None) -> bool:
+    def _pass(self, upstream: Subscription, n: int) -> None:
+        """One ``upstream.request(n)``, made by ``Upstream`` in turn (§2.7). One that raises
+        breaks §3.16: the upstream is cancelled, and its error goes through the chain as its
+        on_error would, after the outputs already buffered (as PrefetchQueue does)."""
+        try:
+            upstream.request(n)
+        except BaseException as exc:  # whatever it recorded is not outstanding any more
+            with self._lock:
+                self._outstanding = max(0, self._outstanding - n)  # under _lock
+            if not isinstance(exc, Exception):
+                raise
+            failure = RuntimeError(f"§3.16: the upstream's request({n}) raised {exc!r}")
+            failure.__cause__ = exc
+            self._detach_upstream()
+            self.on_error(failure)
+
+    def _requestable(self) -> bool:
         """Under ``_lock``: upstream may be asked for more now."""
-        return (
-            upstream is not None
-            and upstream is not CANCELLED
-            and self._listening
-            and not self._upstream_done
-            and not self._source._done
-        )
+        return self._listening and not self._upstream_done and not self._source._done
 
     def _cancel_upstream(self) -> None:
         self._detach_upstream()
         self._chain.dispose()
 
     def _detach_upstream(self) -> None:
-        with self._lock:
-            upstream, self._upstream = self._upstream, CANCELLED
+        upstream = self._upstream.take()
         if upstream is not None and upstream is not CANCELLED and not self._upstream_done:
-            upstream.cancel()  # §3.12, but never after upstream terminated (§2.3)
+            cancel_quietly(upstream)  # §3.12, §3.15; never after upstream terminated (§2.3)
 
     def _close(self) -> None:
         """The stream is over (cancelled or ended): cancel upstream, dispose the chain, and
