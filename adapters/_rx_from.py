@@ -7,7 +7,6 @@ measurements: docs/adapters.md, "RxPY".
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import threading
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from reactivex.abc import DisposableBase, SchedulerBase
 from reactivex.scheduler import CurrentThreadScheduler, NewThreadScheduler
 
 from reactive_streams._drain import EMPTY, END, DrainSubscription, _Marker
+from reactive_streams._loop import running_loop
 from reactive_streams._subscription import report_dropped, require_error, require_subscriber
 from reactive_streams.adapters._rx_buffer import _BufferSource, _dispose, _Stop
 from reactive_streams.api import Subscriber
@@ -122,7 +122,7 @@ class _ObservableSource(_BufferSource[T]):
         queue = self._items
         strategy = self._strategy
         if strategy is Overflow.BLOCK:
-            if asyncio._get_running_loop() is not None:  # never wait on a running loop
+            if running_loop() is not None:  # never wait on a running loop
                 self._fail(RuntimeError(_ON_LOOP))
                 return
             if (

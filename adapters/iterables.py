@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
@@ -21,6 +20,7 @@ from types import TracebackType
 from typing import Final, Generic, TypeVar, final
 
 from reactive_streams._drain import EMPTY, END, OnExecutor
+from reactive_streams._loop import running_loop
 from reactive_streams._prefetch import PrefetchQueue
 from reactive_streams._subscription import require_publisher
 from reactive_streams.api import Publisher
@@ -156,7 +156,7 @@ class BlockingIterator(Generic[T]):
             if value is not EMPTY:
                 self._every = queue.until_replenish  # poll() counted it
                 return value  # type: ignore[return-value]
-            if asyncio._get_running_loop() is not None:
+            if running_loop() is not None:
                 raise RuntimeError(_NOT_ON_LOOP)
             self._report(queue.want, 1)  # ran dry: the upstream may refill the whole window
             self._wakeup.wait()

@@ -20,6 +20,7 @@ __all__ = [
     "check_loop",
     "on_loop",
     "resolve_loop",
+    "running_loop",
     "run_clean_up",
     "start_eagerly",
     "start_task",
@@ -47,9 +48,18 @@ def _forget(task: asyncio.Task[Any]) -> None:
         _tasks.discard(task)  # under _tasks_lock
 
 
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running on this thread, or ``None`` (asyncio's public call, which
+    raises instead of answering ``None``)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def on_loop(loop: asyncio.AbstractEventLoop) -> bool:
     """True when called on ``loop``'s thread while it runs (in a task or a callback)."""
-    return asyncio._get_running_loop() is loop  # exported by asyncio.events.__all__
+    return running_loop() is loop
 
 
 def call_on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., object], *args: Any) -> None:
@@ -80,7 +90,7 @@ def resolve_loop(
     with (§1.9: ``on_subscribe`` then ``on_error``): ``loop`` if given, else the loop
     running on the subscribing thread."""
     if loop is None:
-        loop = asyncio._get_running_loop()
+        loop = running_loop()
         if loop is None:
             return RuntimeError(
                 f"{who}: no event loop to run on: pass loop=..., or subscribe from a coroutine "
