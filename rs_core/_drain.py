@@ -202,9 +202,9 @@ class DrainSubscription(Generic[T]):
                 if self._bad_request is None:
                     self._bad_request = error
             else:
-                self._demand = add_cap(self._demand, n)  # §3.17
-                self._requested = add_cap(self._requested, n)
-            self._wip += 1
+                self._demand = add_cap(self._demand, n)  # §3.17; under _lock
+                self._requested = add_cap(self._requested, n)  # under _lock
+            self._wip += 1  # under _lock
             if self._wip != 1:  # §3.3: someone is draining; it will see the new demand
                 return
         self._schedule()
@@ -234,7 +234,7 @@ class DrainSubscription(Generic[T]):
                 self._cancelled = True
                 source = self._source
             if here or self._wip or self._policy is not INLINE:
-                self._wip += 1
+                self._wip += 1  # under _lock
                 drain = self._wip == 1
             else:  # idle and inline: the drain would run on this thread; the owed cancel()
                 self._cleanup_owed = True  # runs it
@@ -249,7 +249,7 @@ class DrainSubscription(Generic[T]):
     def wake(self) -> None:
         """Tell the drain that the source has news (an element, or its end)."""
         with self._lock:
-            self._wip += 1
+            self._wip += 1  # under _lock
             if self._wip != 1:
                 return
         self._schedule()
@@ -351,7 +351,7 @@ class DrainSubscription(Generic[T]):
         """The policy cannot run the drain any more: end the subscription (§3.13). Called by
         the holder of the WIP, so no other signal can overlap (§1.3)."""
         with self._lock:
-            cancelled, self._cancelled = self._cancelled, True
+            cancelled, self._cancelled = self._cancelled, True  # under _lock
         subscriber, source = self._release()
         if source is not None:
             _close(source)
@@ -433,12 +433,12 @@ class DrainSubscription(Generic[T]):
 
             with self._lock:
                 if emitted:
-                    self._demand = produced(self._demand, emitted)
+                    self._demand = produced(self._demand, emitted)  # under _lock
                 if batch and emitted == batch and self._demand:
                     rescheduled = True  # keep the WIP and yield the thread or the loop
                 else:
                     rescheduled = False
-                    self._wip -= missed
+                    self._wip -= missed  # under _lock
                     missed = self._wip
                     if missed == 0:
                         self._drainer = 0  # under the lock, before another can take the WIP

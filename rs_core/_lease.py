@@ -82,7 +82,7 @@ class EmitterLease(Generic[T]):
             except BaseException as exc:  # KeyboardInterrupt, SystemExit: as in the drain
                 self._sub._abort(exc)  # loop, the subscription ends; the producer gets it
                 raise
-            credit -= 1
+            credit -= 1  # owned: the baton's holder
             if credit:
                 baton.append(credit)  # for the next element, or for an ender
                 if self._sub._wip == 1:  # paused-at: returned
@@ -151,6 +151,7 @@ class EmitterLease(Generic[T]):
         this, and the subscriber is let go. No one holds the lease then (see lease.md)."""
         self._revoked = True
         self._held = False
+        self._baton.clear()  # already empty: the ender or the failed holder took it
         self._deliver = _released
 
     def _take(self) -> int | None:

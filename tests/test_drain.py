@@ -36,6 +36,8 @@ from reactive_streams.testing import (
     Incomparable,
     PausedAt,
     RecordingSubscriber,
+    race,
+    switch_interval,
 )
 
 T = TypeVar("T")
@@ -139,6 +141,16 @@ def start(
     return drain, sub
 
 
+@pytest.fixture(params=[None, 1e-6], ids=["default-switching", "switching-every-1us"])
+def switching(request: pytest.FixtureRequest) -> Iterator[float | None]:
+    """Run a race at the default switch interval, and again at 1e-6 s (restored after)."""
+    if request.param is None:
+        yield None
+        return
+    with switch_interval(request.param):
+        yield request.param
+
+
 def stack_depth() -> int:
     """The number of frames on the current stack."""
     depth = 0
@@ -219,7 +231,10 @@ def test_spec302_reentrant_request_does_not_recurse(policy: str) -> None:
     sub.assert_no_violations()
 
 
-def test_spec103_concurrent_pushes_and_requests_are_signalled_serially() -> None:
+@pytest.mark.stress
+def test_spec103_concurrent_pushes_and_requests_are_signalled_serially(
+    switching: float | None,
+) -> None:
     """§1.3: pushes, wakes and requests from several threads still give serial signals."""
     source: PushSource[int] = PushSource()
     drain, sub = start(source)
@@ -244,6 +259,33 @@ def test_spec103_concurrent_pushes_and_requests_are_signalled_serially() -> None
         assert mine == sorted(mine)
     assert sub.completed
     sub.assert_no_violations()
+
+
+@pytest.mark.stress
+@pytest.mark.parametrize("policy", ["inline", "executor"])
+def test_spec101_requests_from_many_threads_racing_the_drain(
+    policy: str, switching: float | None
+) -> None:
+    """§1.1/§1.3: four threads request one element at a time, 100 times each, while the
+    drain emits: exactly what was requested arrives, serially, in order, and the source is
+    pulled no further (50 rounds)."""
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(50):
+            source = PullSource(itertools.count())
+            chosen = INLINE if policy == "inline" else OnExecutor(pool, batch=8)
+            sub: RecordingSubscriber[int] = RecordingSubscriber()
+            drain, _ = start(source, sub, policy=chosen)
+
+            def requests(recorder: RecordingSubscriber[int] = sub) -> None:
+                for _ in range(100):
+                    recorder.request(1)
+
+            race(requests, requests, requests, requests)
+            sub.await_count(400)
+            sub.expect_no_signals(0.001)
+            assert sub.elements == list(range(400)) and source.polls == 400
+            sub.assert_no_violations()
+            drain.cancel()
 
 
 def test_spec304_request_from_another_thread_while_draining_returns_at_once() -> None:
@@ -394,7 +436,7 @@ def test_spec312_cancel_from_on_next_stops_at_once(kind: type[PullSource[int]]) 
 
 @pytest.mark.stress
 @pytest.mark.parametrize("policy", ["inline", "executor"])
-def test_spec305_cancel_from_many_threads_at_once(policy: str) -> None:
+def test_spec305_cancel_from_many_threads_at_once(policy: str, switching: float | None) -> None:
     """§3.5: eight threads released together call cancel (one also requests): the source is
     closed exactly once and nothing is signalled afterwards (200 rounds)."""
     with ThreadPoolExecutor(2) as pool:
