@@ -445,12 +445,14 @@ class DrainSubscription(Generic[T]):
             if rescheduled:
                 self._drainer = 0  # the next task may start before this call returns
                 me = get_ident()
-                self._rescheduler = me  # owned: the WIP holder
+                with self._lock:  # under _lock: a holder before us may be clearing its own
+                    self._rescheduler = me
                 try:
                     self._schedule()
                 finally:
-                    if self._rescheduler == me:
-                        self._rescheduler = 0
+                    with self._lock:  # under _lock: the next holder may have set its own
+                        if self._rescheduler == me:
+                            self._rescheduler = 0
                 if self._resumed != me:
                     return True
                 self._resumed = 0  # the policy ran it right here: go on, one level up
