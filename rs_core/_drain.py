@@ -124,16 +124,13 @@ class OnLoop(DrainPolicy):
 class DrainSubscription(Generic[T]):
     """The Subscription behind every publisher of the project: one source, one subscriber.
 
-    Rules enforced here: §1.1 (never more ``on_next`` than requested), §1.3 (signals are
-    serial: only the WIP owner emits), §1.7 (nothing after a terminal signal), §2.13 (a
-    subscriber that raises is treated as cancelled and reported), §3.2/§3.3 (``request`` from
-    ``on_next`` only bumps the counter: no recursion), §3.5/§3.6/§3.7 (``cancel`` idempotent,
-    thread-safe, then ``request`` is a no-op), §3.9 (bad ``n`` becomes ``on_error``),
-    §3.13 (subscriber and source dropped on cancel and termination), §3.17 (saturating demand).
-
-    Signals reach the subscriber on the thread the policy runs the drain on; ``on_subscribe``
-    is delivered by :meth:`start` on the caller's thread. Under an emitter lease
-    (:meth:`lease`) they reach it on the producer's thread.
+    Rules: §1.1 (never more ``on_next`` than requested), §1.3 (only the WIP owner emits), §1.7
+    (nothing after a terminal signal), §2.13 (a subscriber that raises counts as cancelled and
+    is reported), §3.2/§3.3 (``request`` from ``on_next`` only bumps the counter), §3.5-§3.7
+    (``cancel`` idempotent, thread-safe, then ``request`` a no-op), §3.9 (a bad ``n`` becomes
+    ``on_error``), §3.13 (subscriber and source dropped at the end), §3.17 (saturating demand).
+    Threads: signals arrive where the policy runs the drain, ``on_subscribe`` on the caller of
+    :meth:`start`, and under an emitter lease (:meth:`lease`) on the producer's thread.
     """
 
     __slots__ = (
@@ -256,9 +253,8 @@ class DrainSubscription(Generic[T]):
 
     @property
     def demand(self) -> int:
-        """Requested and not yet delivered (a snapshot; ``UNBOUNDED`` once unbounded).
-
-        Includes a lease's credit, except while it is delivering an element."""
+        """Requested and not yet delivered (a snapshot; ``UNBOUNDED`` once unbounded), a
+        lease's credit included, except while an element is delivered under it."""
         with self._lock:
             lease = self._lease
             return add_cap(self._demand, lease.credit() if lease is not None else 0)
@@ -565,9 +561,8 @@ class DrainSubscription(Generic[T]):
         self._terminate(subscriber, source, error)
 
     def _abort(self, error: BaseException) -> None:
-        """A BaseException is passing through the drain or a lease: count the subscription
-        as cancelled and release it (§3.13), so the WIP it keeps blocks nothing that matters;
-        reported when it may vanish in a policy's task rather than reach a caller."""
+        """A BaseException passes through the drain or a lease: release the subscription
+        (§3.13; the WIP stays held); reported when it may vanish in a policy's task."""
         _, source = self._release()
         if source is not None:
             _close(source)

@@ -76,10 +76,9 @@ class PullSource(DrainSource[T]):
 
 
 class PlainPullSource(PullSource[T]):
-    """A ``PullSource`` whose ``values()`` is an iterator of elements only (``plain``), as
-    ``from_iterable``'s: the drain runs its loop without the ``EMPTY`` check."""
+    """A ``PullSource`` whose ``values()`` is an iterator of elements only, as
+    ``from_iterable``'s: the drain's loop runs over that iterator itself."""
 
-    plain = True
 
     def values(self) -> Iterator[T]:
         return map(self._pulled, self.items)
