@@ -292,8 +292,10 @@ class DrainSubscription(Generic[T]):
         with :meth:`release_lease` (the producer) or :meth:`revoke_lease` (any thread)."""
         if self._policy is not INLINE:  # the producer's thread is where the drain would run
             return False
-        lease = self._lease  # set once: None only before emitter()
-        return (lease if lease is not None else self._leasing()).grant()
+        with self._lock:  # the one lock of a lease: made once, and granted, under it
+            if self._lease is None:
+                self._lease = EmitterLease(self, self._subscriber)
+            return self._lease.grant()
 
     def release_lease(self) -> None:
         """End the emitter lease, if held: return its unused credit (§1.1) and drain. Within

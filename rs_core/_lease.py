@@ -94,28 +94,27 @@ class EmitterLease(Generic[T]):
         self._fallback(element)
 
     def grant(self) -> bool:
-        """Take the lease for the calling producer if the drain is idle with demand, nothing
-        is buffered, cancelled or illegally requested (§3.9), and none was revoked."""
+        """Under the drain's lock: take the lease for the calling producer if the drain is
+        idle with demand, nothing is buffered, cancelled or illegally requested (§3.9), and
+        none was revoked."""
         sub = self._sub
         source = sub._source
         queue = source.queue if source is not None else None
-        if queue is None:
+        demand = sub._demand
+        if (
+            queue is None
+            or sub._wip
+            or not demand
+            or queue
+            or sub._cancelled
+            or sub._bad_request is not None
+            or self._revoked
+        ):
             return False
-        with sub._lock:
-            demand = sub._demand
-            if (
-                sub._wip
-                or not demand
-                or queue
-                or sub._cancelled
-                or sub._bad_request is not None
-                or self._revoked
-            ):
-                return False
-            sub._wip = 1  # under _lock: the lease holds the WIP
-            sub._demand = produced(demand, demand)  # the credit leaves the shared demand
-            self._held = True
-            self._baton.append(demand)  # publishes the credit to its first holder
+        sub._wip = 1  # under _lock: the lease holds the WIP
+        sub._demand = produced(demand, demand)  # under _lock: the credit leaves the demand
+        self._held = True
+        self._baton.append(demand)  # publishes the credit to its first holder
         return True
 
     def end(self, *, revoke: bool) -> None:
