@@ -79,7 +79,6 @@ class PlainPullSource(PullSource[T]):
     """A ``PullSource`` whose ``values()`` is an iterator of elements only, as
     ``from_iterable``'s: the drain's loop runs over that iterator itself."""
 
-
     def values(self) -> Iterator[T]:
         return map(self._pulled, self.items)
 
@@ -446,10 +445,15 @@ def test_spec305_cancel_from_many_threads_at_once(policy: str, switching: float 
             sub.request(50)
             barrier = threading.Barrier(8)
 
-            def racer(index: int, gate: threading.Barrier = barrier, d: Any = drain) -> None:
+            def racer(
+                index: int,
+                gate: threading.Barrier = barrier,
+                d: Any = drain,
+                recorder: RecordingSubscriber[int] = sub,
+            ) -> None:
                 gate.wait(5)
-                if index == 0:
-                    d.request(UNBOUNDED)
+                if index == 0:  # through the recorder, which checks §1.1 against it
+                    recorder.request(UNBOUNDED)
                 d.cancel()
 
             threads = [threading.Thread(target=racer, args=(i,)) for i in range(8)]
