@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import re
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType, FunctionType
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from reactive_streams._demand import UNBOUNDED
 from reactive_streams._subscription import require_element, require_error, require_subscription
@@ -33,6 +34,7 @@ __all__ = [
     "RecordingSubscription",
     "cancelled_while_delivering",
     "race",
+    "switch_interval",
 ]
 
 T = TypeVar("T")
@@ -98,30 +100,42 @@ def cancelled_while_delivering(
 
 class PausedAt:
     """Run an action on a thread of its own and stop that thread the first time it reaches
-    the line of ``function`` that contains ``marker`` (before the line runs), until
-    :meth:`resume`: an interleaving with another thread chosen, not hoped for. The thread is
+    the line of ``function`` marked ``# paused-at: <marker>`` (before the line runs), until
+    :meth:`resume`: an interleaving with another thread chosen, not hoped for. The marker
+    comment ends the marked line, or stands on a line of its own just above it. The thread is
     traced with ``sys.settrace`` (that thread only), so keep the action short.
 
     Args:
-        function: a plain function or method whose source holds exactly one line with
-            ``marker``.
-        marker: text of that line.
+        function: a plain function or method holding exactly one line with that marker.
+        marker: the marker's name (``settle`` for ``# paused-at: settle``).
+
+    Raises:
+        ValueError: naming the marker, when ``function`` holds it on no line, or on several.
     """
 
     def __init__(self, function: Callable[..., Any], marker: str) -> None:
         assert isinstance(function, FunctionType), "a function or method, not a builtin"
         lines, first = inspect.getsourcelines(function)
-        found = [first + i for i, text in enumerate(lines) if marker in text]
+        found = [i for i, text in enumerate(lines) if marker in _MARKER.findall(text)]
         if len(found) != 1:
-            raise ValueError(f"{len(found)} lines of {function.__qualname__} hold {marker!r}")
-        self._line = found[0]
+            raise ValueError(
+                f"{len(found)} lines of {function.__qualname__} hold the marker "
+                f"'# paused-at: {marker}'"
+            )
+        index = found[0]
+        if lines[index].lstrip().startswith("#"):  # a line of its own: it marks the next one
+            index += 1
+            while lines[index].lstrip().startswith("#") or not lines[index].strip():
+                index += 1
+        self._line = first + index
+        self._marker = marker
         self._code = function.__code__
         self.reached = threading.Event()
         self._go = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self, action: Callable[[], object], timeout: float = 5.0) -> None:
-        """Start ``action`` on a new thread; return once it is stopped at the line."""
+        """Start ``action`` on a new thread; return once it is stopped at the marked line."""
 
         def run() -> None:
             sys.settrace(self._trace)
@@ -133,7 +147,7 @@ class PausedAt:
         self._thread = threading.Thread(target=run, name="rs-paused", daemon=True)
         self._thread.start()
         if not self.reached.wait(timeout):
-            raise AssertionError(f"the thread never reached line {self._line}")
+            raise AssertionError(f"the thread never reached '# paused-at: {self._marker}'")
 
     def resume(self, timeout: float = 5.0) -> None:
         """Let the thread go on, and wait for ``action`` to return."""
@@ -151,6 +165,22 @@ class PausedAt:
             self.reached.set()
             self._go.wait()
         return self._stop
+
+
+_MARKER: Final = re.compile(r"#\s*paused-at:\s*([\w-]+)")
+"""A ``PausedAt`` marker comment in library code; its group is the marker's name."""
+
+
+@contextmanager
+def switch_interval(seconds: float) -> Iterator[None]:
+    """Run the block with ``sys.setswitchinterval(seconds)`` (1e-6: a thread switch at almost
+    every chance, so a race shows at once), and restore the interval afterwards."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(seconds)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
 
 
 class CountedIterable:

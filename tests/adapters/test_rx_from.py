@@ -35,6 +35,7 @@ from reactive_streams import (
     publish_on,
 )
 from reactive_streams._drain import DrainSubscription
+from reactive_streams._lease import EmitterLease
 from reactive_streams.adapters.iterables import to_iterator
 from reactive_streams.adapters.rx import Overflow, from_observable, rx_processor, to_observable
 from reactive_streams.testing import (
@@ -400,7 +401,7 @@ class TestBlockLease:
         arrives once, never two at a time (checked), and the stream completes; only the
         order of elements emitted at once is not kept."""
         a_inside, a_leave = threading.Event(), threading.Event()
-        a_paused = PausedAt(DrainSubscription._offer, "self._settle(credit)")
+        a_paused = PausedAt(EmitterLease.emit, "settle")
 
         def hook(element: int) -> None:
             if element == 0:
