@@ -400,10 +400,9 @@ def from_observable(
 ) -> ObservablePublisher[T]:
     """Wrap an RxPY Observable as a Publisher that holds at most ``buffer_size`` (§1.1).
 
-    ``block`` subscribes on a thread it owns, where a cold Observable is produced as demand
-    allows; whichever thread emits waits for room, but never on a running event loop or in
-    the subscriber's own ``on_next`` (the stream fails, saying so). The other strategies
-    subscribe on the caller's thread and never wait. Details: docs/adapters.md.
+    ``block`` (lossless) produces a cold Observable on a thread it owns, as demand allows; the
+    emitting thread waits for room, never on a running loop or in the subscriber's ``on_next``
+    (the stream fails, saying so). The others never wait. Details: docs/adapters.md.
 
     Args:
         observable: any ``reactivex.Observable``.
@@ -413,8 +412,7 @@ def from_observable(
 
     Raises:
         TypeError: not an Observable, or an ``on_drop`` that is not callable.
-        ValueError: an unknown ``overflow``, a ``buffer_size`` that is not a positive int,
-            or an ``on_drop`` for a strategy that never drops.
+        ValueError: an unknown ``overflow``, a bad ``buffer_size``, or a needless ``on_drop``.
 
     Example:
         >>> import reactivex

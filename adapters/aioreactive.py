@@ -349,8 +349,8 @@ def from_async_observable(
         loop: where the source runs and signals are delivered; ``None``: the loop running
             where ``subscribe`` is called (without one: ``on_subscribe``, then ``on_error``).
 
-    A hot source's elements are kept from the moment ``subscribe`` is called on the loop's
-    thread (from another thread: from the loop's next turn). Raises ``TypeError``/``ValueError``.
+    A hot source's elements are kept from ``subscribe`` on the loop's thread (from another
+    thread: from the loop's next turn). Raises ``TypeError``/``ValueError``.
 
     Example:
         >>> import aioreactive as rx
