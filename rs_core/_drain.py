@@ -316,6 +316,7 @@ class DrainSubscription(Generic[T]):
         cleared ``_drainer`` first: after that, the next drainer's id must not be wiped."""
         missed = 1
         batch = self._policy.batch
+        spent = 0  # owned: the WIP holder; elements delivered in this task, all passes
         while True:
             subscriber = self._subscriber
             source = self._source
@@ -332,8 +333,10 @@ class DrainSubscription(Generic[T]):
                 self._terminate(subscriber, source, bad_request)
                 return False
 
-            limit = demand if not batch or demand < batch else batch
-            emitted = self._emit(subscriber, source, limit)
+            # A task's share: at most ``batch`` elements, however the demand came (one
+            # request(UNBOUNDED), or request(1) from each on_next), then the thread is yielded.
+            limit = demand if not batch or demand < batch - spent else batch - spent
+            emitted = self._emit(subscriber, source, limit) if limit else 0
             if emitted < 0:  # terminated or cancelled inside the loop
                 return False
 
@@ -353,10 +356,11 @@ class DrainSubscription(Generic[T]):
                     self._terminate(subscriber, source, None)
                     return False
 
+            spent += emitted
             with self._lock:
                 if emitted:
                     self._demand = produced(self._demand, emitted)  # under _lock
-                if batch and emitted == batch and self._demand:
+                if batch and spent >= batch and self._demand:
                     rescheduled = True  # keep the WIP and yield the thread or the loop
                 else:
                     rescheduled = False
@@ -379,6 +383,7 @@ class DrainSubscription(Generic[T]):
                     return True
                 self._resumed = 0  # the policy ran it right here: go on, one level up
                 self._drainer = me
+                spent = 0  # that was the next task: its own share starts
             if missed == 0:
                 return True
 

@@ -880,6 +880,101 @@ def test_on_loop_closing_mid_stream_fails_the_subscriber() -> None:
     sub.assert_no_violations()
 
 
+# -- fairness: a task's share of a shared worker or loop ---------------------------------------
+
+REQUEST_PATTERNS = {
+    "request(1)-from-on_next": 1,
+    "request(16)-every-16th": 16,
+    "UNBOUNDED": UNBOUNDED,
+}
+
+
+def taking_turns(log: list[str], name: str, every: int) -> RecordingSubscriber[int]:
+    """A recorder that logs ``name`` per element and requests ``every`` from ``on_next`` each
+    time the last ``every`` are used up (``UNBOUNDED``: once, up front)."""
+    sub: RecordingSubscriber[int] = RecordingSubscriber(every)
+
+    def turn(element: int) -> None:
+        log.append(name)  # owned: the one worker (or loop) that delivers every stream
+        if every != UNBOUNDED and len(sub.elements) % every == 0:
+            sub.request(every)
+
+    sub.on_next_hook = turn
+    return sub
+
+
+def longest_turn(log: list[str]) -> int:
+    """The most elements one stream got in a row on the shared worker."""
+    return max(len(list(run)) for _, run in itertools.groupby(log))
+
+
+@pytest.mark.parametrize("every", REQUEST_PATTERNS.values(), ids=list(REQUEST_PATTERNS))
+@pytest.mark.parametrize("where", ["executor", "loop"])
+def test_a_task_delivers_at_most_batch_elements_whatever_the_request_pattern(
+    where: str, every: int, running_loop: asyncio.AbstractEventLoop
+) -> None:
+    """Two streams on one worker (or loop) take turns of at most ``batch`` elements, also
+    when each requests from on_next: that demand, arriving while the task runs, once kept
+    the worker for the whole stream."""
+    batch, n = 32, 300  # batch above 16: request(16) never fills one alone
+    log: list[str] = []
+    gate = threading.Event()  # holds the worker until both drains are queued
+    with ThreadPoolExecutor(1) as pool:
+        policy: Callable[[], DrainPolicy]
+        if where == "executor":
+            pool.submit(gate.wait, 10)
+            policy = lambda: OnExecutor(pool, batch)  # noqa: E731
+        else:
+            running_loop.call_soon_threadsafe(gate.wait, 10)
+            policy = lambda: OnLoop(running_loop, batch)  # noqa: E731
+        subs = [
+            start(PlainPullSource(range(n)), taking_turns(log, name, every), policy())[1]
+            for name in "ab"
+        ]
+        gate.set()
+        for sub in subs:
+            sub.await_terminal(10)
+    for sub in subs:
+        assert sub.completed and sub.elements == list(range(n))
+        sub.assert_no_violations()
+    assert longest_turn(log) <= batch
+
+
+@pytest.mark.parametrize("every", REQUEST_PATTERNS.values(), ids=list(REQUEST_PATTERNS))
+def test_no_stream_outlives_its_executors_shutdown_by_more_than_a_batch(every: int) -> None:
+    """shutdown(cancel_futures=True) from inside the running stream's on_next: it delivers
+    the rest of its task's batch at most, then fails (its next task is refused); the
+    stream whose task was queued fails at once. Both sources are closed."""
+    batch = 32
+    pool = ThreadPoolExecutor(1)
+    gate = threading.Event()
+    pool.submit(gate.wait, 10)
+    log: list[str] = []
+    running, queued = taking_turns(log, "running", every), taking_turns(log, "queued", every)
+    turn = running.on_next_hook
+    assert turn is not None
+
+    def shut_down_at_the_third(element: int) -> None:
+        turn(element)
+        if element == 2:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    running.on_next_hook = shut_down_at_the_third
+    sources = [PullSource(range(1000)), PullSource(range(1000))]
+    for source, sub in zip(sources, (running, queued), strict=True):
+        start(source, sub, OnExecutor(pool, batch))
+    gate.set()
+    for sub in (running, queued):
+        sub.await_terminal(10)
+    assert 3 <= len(running.elements) <= batch  # the shutdown came inside its first task
+    assert isinstance(running.error, RuntimeError) and "scheduled" in str(running.error)
+    assert queued.elements == []
+    assert isinstance(queued.error, RuntimeError) and "cancelled" in str(queued.error)
+    assert [source.closes for source in sources] == [1, 1]
+    running.assert_no_violations()
+    queued.assert_no_violations()
+
+
 # -- fusion into a QueueSink ---------------------------------------------------------------------
 
 

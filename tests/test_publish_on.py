@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -773,3 +774,74 @@ def test_spec306_a_deferring_cancel_runs_an_idle_executor_drains_cleanup_there_a
     subscription.cancel_deferring_cleanup()
     settle(pool)
     assert source.closed_on == [pool_thread(pool)]
+
+
+# -- fairness: streams sharing one executor take turns -------------------------------------------
+
+PATTERNS = {"request(1)-from-on_next": 1, "request(16)-every-16th": 16, "UNBOUNDED": UNBOUNDED}
+
+
+def taking_turns(log: list[str], name: str, every: int) -> RecordingSubscriber[int]:
+    """A recorder that logs ``name`` per element and requests ``every`` from ``on_next`` each
+    time the last ``every`` are used up (``UNBOUNDED``: once, up front)."""
+    sub: RecordingSubscriber[int] = RecordingSubscriber(every)
+
+    def turn(element: int) -> None:
+        log.append(name)  # owned: the pool's one thread, which delivers both streams
+        if every != UNBOUNDED and len(sub.elements) % every == 0:
+            sub.request(every)
+
+    sub.on_next_hook = turn
+    return sub
+
+
+@pytest.mark.parametrize("every", PATTERNS.values(), ids=list(PATTERNS))
+def test_two_streams_on_one_worker_take_turns_of_at_most_a_batch(every: int) -> None:
+    """Two publish_on streams of 20,000 share a ThreadPoolExecutor(1): a task delivers at
+    most 1,024 (the default batch) and gives the thread up, whatever the subscriber's
+    request pattern (request(1) or request(16) from on_next once kept it for the whole
+    stream)."""
+    log: list[str] = []
+    gate = threading.Event()  # holds the worker until both streams have subscribed
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(gate.wait, 10)
+        subs = [taking_turns(log, name, every) for name in "ab"]
+        for sub in subs:
+            publish_on(from_iterable(range(20_000)), pool).subscribe(sub)
+        gate.set()
+        for sub in subs:
+            sub.await_terminal(30)
+    for sub in subs:
+        assert sub.completed and sub.elements == list(range(20_000))
+        sub.assert_no_violations()
+    assert max(len(list(run)) for _, run in itertools.groupby(log)) <= 1024
+
+
+@pytest.mark.parametrize("every", PATTERNS.values(), ids=list(PATTERNS))
+def test_no_stream_outlives_its_executors_shutdown_by_more_than_a_batch(every: int) -> None:
+    """shutdown(cancel_futures=True) from the running stream's on_next: it delivers at most
+    the rest of its batch, then fails; the stream waiting its turn fails at once."""
+    pool = ThreadPoolExecutor(1)
+    gate = threading.Event()
+    pool.submit(gate.wait, 10)
+    log: list[str] = []
+    running, queued = taking_turns(log, "running", every), taking_turns(log, "queued", every)
+    turn = running.on_next_hook
+    assert turn is not None
+
+    def shut_down_at_the_third(element: int) -> None:
+        turn(element)
+        if element == 2:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    running.on_next_hook = shut_down_at_the_third
+    for sub in (running, queued):
+        publish_on(from_iterable(range(20_000)), pool).subscribe(sub)
+    gate.set()
+    for sub in (running, queued):
+        sub.await_terminal(30)
+    assert 3 <= len(running.elements) <= 1024  # the shutdown came inside its first task
+    assert isinstance(running.error, RuntimeError)
+    assert queued.elements == [] and isinstance(queued.error, RuntimeError)
+    running.assert_no_violations()
+    queued.assert_no_violations()

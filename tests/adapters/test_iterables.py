@@ -296,6 +296,87 @@ def test_from_iterable_on_an_executor_pulls_there() -> None:
     assert pulled_on == {worker}
 
 
+# -- from_iterable(executor=...): streams sharing one executor take turns ----------------------
+
+PATTERNS = {"request(1)-from-on_next": 1, "request(16)-every-16th": 16, "UNBOUNDED": UNBOUNDED}
+
+
+def taking_turns(log: list[str], name: str, every: int) -> RecordingSubscriber[int]:
+    """A recorder that logs ``name`` per element and requests ``every`` from ``on_next`` each
+    time the last ``every`` are used up (``UNBOUNDED``: once, up front)."""
+    sub: RecordingSubscriber[int] = RecordingSubscriber(every)
+
+    def turn(element: int) -> None:
+        log.append(name)  # owned: the pool's one thread, which delivers both streams
+        if every != UNBOUNDED and len(sub.elements) % every == 0:
+            sub.request(every)
+
+    sub.on_next_hook = turn
+    return sub
+
+
+def numbers(n: int) -> Iterator[int]:
+    """A generator: pulled element by element, never copied in chunks."""
+    yield from range(n)
+
+
+@pytest.mark.parametrize("every", PATTERNS.values(), ids=list(PATTERNS))
+@pytest.mark.parametrize("source", [range, numbers], ids=["range", "generator"])
+def test_from_iterable_streams_on_one_worker_take_turns_of_at_most_a_batch(
+    source: Callable[[int], Iterable[int]], every: int
+) -> None:
+    """Two streams of 20,000 on a shared ThreadPoolExecutor(1): a task delivers at most
+    1,024 and gives the thread up, whatever the request pattern (request(1) or request(16)
+    from on_next once kept it for the whole stream)."""
+    log: list[str] = []
+    gate = threading.Event()  # holds the worker until both streams have subscribed
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(gate.wait, 10)
+        subs = [taking_turns(log, name, every) for name in "ab"]
+        for sub in subs:
+            from_iterable(source(20_000), executor=pool).subscribe(sub)
+        gate.set()
+        for sub in subs:
+            sub.await_terminal(30)
+    for sub in subs:
+        assert sub.completed and sub.elements == list(range(20_000))
+        sub.assert_no_violations()
+    assert max(len(list(run)) for _, run in itertools.groupby(log)) <= 1024
+
+
+@pytest.mark.parametrize("every", PATTERNS.values(), ids=list(PATTERNS))
+def test_from_iterable_outlives_its_executors_shutdown_by_a_batch_at_most(every: int) -> None:
+    """shutdown(cancel_futures=True) from the running stream's on_next: it delivers at most
+    the rest of its batch, then fails and closes its generator; the stream waiting its turn
+    fails at once, its generator never pulled."""
+    pool = ThreadPoolExecutor(1)
+    gate = threading.Event()
+    pool.submit(gate.wait, 10)
+    log: list[str] = []
+    running, queued = taking_turns(log, "running", every), taking_turns(log, "queued", every)
+    turn = running.on_next_hook
+    assert turn is not None
+
+    def shut_down_at_the_third(element: int) -> None:
+        turn(element)
+        if element == 2:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    running.on_next_hook = shut_down_at_the_third
+    sources = [Counting(20_000), Counting(20_000)]
+    for source, sub in zip(sources, (running, queued), strict=True):
+        from_iterable(source(), executor=pool).subscribe(sub)
+    gate.set()
+    for sub in (running, queued):
+        sub.await_terminal(30)
+    assert 3 <= len(running.elements) <= 1024  # the shutdown came inside its first task
+    assert isinstance(running.error, RuntimeError)
+    assert queued.elements == [] and isinstance(queued.error, RuntimeError)
+    assert sources[0].closed.wait(5) and sources[1].pulled == 0
+    running.assert_no_violations()
+    queued.assert_no_violations()
+
+
 # -- to_iterator -------------------------------------------------------------------------------
 
 
