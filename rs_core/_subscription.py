@@ -6,6 +6,7 @@ place where an error that cannot be signalled any more is reported (Reactor's on
 from __future__ import annotations
 
 import logging
+import reprlib
 import sys
 import threading
 from collections.abc import Callable
@@ -97,10 +98,24 @@ def not_an_exception(error: object, what: str) -> Exception:
     return wrapped
 
 
+_SIGNALS: Final = ("on_subscribe", "on_next", "on_error", "on_complete")
+_REPR: Final = reprlib.Repr()
+_REPR.maxother = 80  # what the caller passed, cut to a line
+
+
 def require_subscriber(subscriber: object) -> None:
-    """§1.9: ``subscribe(None)`` raises ``TypeError`` (the JVM's NullPointerException)."""
+    """§1.9: ``subscribe(None)``, or of anything without the four callable signal methods,
+    raises ``TypeError`` (the JVM's NullPointerException; its compiler refuses the rest).
+    Every publisher calls it first, before it claims anything (a one-shot source)."""
     if subscriber is None:
         raise TypeError("§1.9: subscribe() requires a Subscriber, got None")
+    missing = [name for name in _SIGNALS if not callable(getattr(subscriber, name, None))]
+    if missing:
+        raise TypeError(
+            f"§1.9: subscribe() requires a Subscriber, with callable on_subscribe, on_next, "
+            f"on_error and on_complete; got {_REPR.repr(subscriber)} (type "
+            f"{type(subscriber).__qualname__}), which lacks {', '.join(missing)}"
+        )
 
 
 def require_publisher(publisher: object, who: str) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from reactive_streams._demand import add_cap
+from reactive_streams._subscription import require_subscriber
 from reactive_streams.api import Subscriber, Subscription
 from reactive_streams.tck._env import ConflictDetector, TCKFailure, TestEnvironment
 
@@ -388,8 +389,7 @@ class ManualPublisher(Generic[T]):
         self.terminal_signal = ""
 
     def subscribe(self, subscriber: Subscriber[T]) -> None:
-        if subscriber is None:
-            raise TypeError("§1.9: subscribe() requires a Subscriber, got None")
+        require_subscriber(subscriber)  # §1.9
         self.subscriber = subscriber
         self.subscription = ManualSubscription(self, "its subscription")
         subscriber.on_subscribe(self.subscription)
