@@ -1222,6 +1222,7 @@ def test_a_deferring_cancel_while_the_observable_subscribes_disposes_its_subscri
     subscribing = threading.Thread(target=publisher.subscribe, args=(sub,), daemon=True)
     subscribing.start()
     assert inside.wait(5)
+    assert subscribing.is_alive()  # subscribe() waits for the Observable's subscribe call
     subscription = sub.subscription
     assert isinstance(subscription, DrainSubscription)
     subscription.cancel_deferring_cleanup()
