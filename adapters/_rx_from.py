@@ -61,9 +61,10 @@ class _ObservableSource(_BufferSource[T]):
     Rx calls the observer serially (its contract), through the public ``subscribe``; the
     drain calls ``poll`` / ``consumed`` / ``close``; ``interrupt`` comes from a cancelling
     thread. ``_pushing`` guards the buffer and the end, ``_cond`` the disposable and the
-    wait for room. ``block`` subscribes on a thread it owns; there Rx calls the drain's
-    emitter lease, which delivers straight to the subscriber while its credit lasts
-    (§1.1), and ``on_next`` is the lease's fallback (the regular path: buffer or wait).
+    wait for room. ``block`` subscribes on a thread it owns (``start`` waits until it has);
+    there Rx calls the drain's emitter lease, which delivers straight to the subscriber
+    while its credit lasts (§1.1), and ``on_next`` is the lease's fallback (the regular
+    path: buffer or wait).
     Cancel disposes the Rx subscription at once (§3.12); a producer that goes on emitting on
     the owned thread inside its subscribe call (no disposable yet) is unwound with ``_Stop``.
     Rules: §1.1, §1.4, §2.13, §3.12, §3.13. Why the lease is taken only on the owned thread:
@@ -79,9 +80,11 @@ class _ObservableSource(_BufferSource[T]):
         "_interrupted",
         "_observable",
         "_on_drop",
+        "_opening",
         "_owner",
         "_publisher",
         "_strategy",
+        "_subscribed",
         "subscription",
     )
 
@@ -99,12 +102,19 @@ class _ObservableSource(_BufferSource[T]):
         self._interrupted = False  # cancelled: an emitter waiting for room stops waiting
         self._disposable: DisposableBase | None = None
         self._owner = 0  # the id of the thread ``block`` owns, while it subscribes; else 0
+        # block: subscribe() waits on _subscribed until the owned thread has subscribed, or its
+        # producer signalled; _opening is the one-way hint (True until then) that spares
+        # every later element a look at the Event.
+        self._subscribed = threading.Event()
+        self._opening = False
         self._emit: Callable[[T], None] = self.on_next  # what Rx calls (see _subscribe_now)
         self.subscription: DrainSubscription[T] | None = None
 
     # -- Rx observer ------------------------------------------------------------------------
 
     def on_next(self, element: T) -> None:
+        if self._opening:  # block: a producer emitting inside its subscribe call
+            self._opened()
         subscription = self.subscription
         if subscription is not None:
             subscription.release_lease()  # this path never runs under a lease
@@ -195,10 +205,14 @@ class _ObservableSource(_BufferSource[T]):
         if isinstance(error, _Stop):
             return  # our own unwinding, routed to on_error by an Rx source
         require_error(error)
+        if self._opening:
+            self._opened()
         self.finish(error)
         self._end_lease()  # §1.4: the drain delivers it, after the buffered elements
 
     def on_completed(self) -> None:
+        if self._opening:
+            self._opened()
         self.finish(None)
         self._end_lease()
 
@@ -242,11 +256,22 @@ class _ObservableSource(_BufferSource[T]):
     # -- subscribing --------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Subscribe to the Observable: on a thread of its own for ``block``, else right here."""
+        """Subscribe to the Observable: on a thread of its own for ``block``, else right here.
+
+        Either way the Observable is subscribed when this returns, so a hot source's next
+        element is kept: ``block`` waits until the owned thread's subscribe call has returned,
+        or until the Observable signalled (a producer inside that call, which may go on to
+        wait for demand). Why: docs/adapters.md, "When elements start to be kept"."""
         if self._strategy is Overflow.BLOCK:
+            self._opening = True
             threading.Thread(target=self._run_owned, name="rs-from-observable", daemon=True).start()
+            self._subscribed.wait()  # set by the owned thread, whatever way it goes
         else:
             self._subscribe()
+
+    def _opened(self) -> None:
+        self._opening = False  # one-way: the Event below is what subscribe() waits on
+        self._subscribed.set()
 
     def _run_owned(self) -> None:
         self._owner = get_ident()
@@ -255,6 +280,7 @@ class _ObservableSource(_BufferSource[T]):
         except _Stop:
             pass  # cancelled while a synchronous producer was emitting: the thread ends
         finally:
+            self._opened()  # cancelled before subscribing, or failed: subscribe() returns
             self._owner = 0  # later emissions come from threads that are not ours
             subscription = self.subscription  # so they never find a lease held by a thread
             if subscription is not None:  # that left; safe while one is delivering under it
@@ -293,6 +319,9 @@ class _ObservableSource(_BufferSource[T]):
         except Exception as exc:
             self.finish(exc)  # §1.4
             return
+        finally:
+            if self._opening:
+                self._opened()  # subscribed (or failed): subscribe() may return
         with self._cond:
             keep = not (self._done or self._interrupted)
             if keep:
@@ -347,10 +376,11 @@ class _ObservableSource(_BufferSource[T]):
 class ObservablePublisher(Generic[T]):
     """A Publisher over an RxPY Observable, with an explicit overflow strategy.
 
-    Each Subscriber subscribes to the Observable afresh (a cold Observable replays, a hot one
-    shares). Rules: §1.1 (never more than requested: the drain), §1.4 (Rx ``on_error`` and
-    overflow become ``on_error`` after the buffered elements), §1.9, §2.13 (``None``
-    elements), §3.13 (cancel disposes the Rx subscription and drops the buffer).
+    Each Subscriber subscribes to the Observable afresh, before ``subscribe`` returns (a cold
+    Observable replays, a hot one shares from then on). Rules: §1.1 (never more than
+    requested: the drain), §1.4 (Rx ``on_error`` and overflow become ``on_error`` after the
+    buffered elements), §1.9, §2.13 (``None`` elements), §3.13 (cancel disposes the Rx
+    subscription and drops the buffer).
 
     Attributes:
         dropped: how many elements ``drop`` / ``latest`` discarded, over all subscribers.
@@ -402,7 +432,9 @@ def from_observable(
 
     ``block`` (lossless) produces a cold Observable on a thread it owns, as demand allows; the
     emitting thread waits for room, never on a running loop or in the subscriber's ``on_next``
-    (the stream fails, saying so). The others never wait. Details: docs/adapters.md.
+    (the stream fails, saying so). The others never wait. Every strategy has subscribed to
+    the Observable when ``subscribe()`` returns, so what a hot source emits from then on is
+    kept. Details: docs/adapters.md.
 
     Args:
         observable: any ``reactivex.Observable``.

@@ -195,6 +195,33 @@ def test_block_feedback_from_on_next_fails_instead_of_deadlocking() -> None:
     assert "buffer_size=2" in str(sub.error)
 
 
+# -- a hot source: what it emits once subscribe() has returned is kept, every strategy ---------
+
+
+def _push_right_after_subscribe_once(strategy: str) -> None:
+    subject: Subject[int] = Subject()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(10)
+    from_observable(subject, overflow=strategy, buffer_size=4).subscribe(sub)
+    subject.on_next(1)  # no wait for the Rx subscription: subscribe() returned, that is all
+    subject.on_next(2)
+    subject.on_completed()
+    sub.await_terminal()
+    assert sub.elements == [1, 2] and sub.completed, strategy
+    sub.assert_no_violations()
+
+
+@pytest.mark.stress
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_hot_source_keeps_what_it_emits_right_after_subscribe_returns(strategy: str) -> None:
+    """A Subject pushed and completed right after subscribe() returns (300 rounds, half with
+    thread switches at every chance): every element arrives, then on_complete, never an
+    empty on_complete. block included: its owned thread has subscribed before subscribe()
+    returns."""
+    for round_ in range(300):
+        with switching(often=round_ % 2 == 1):
+            _push_right_after_subscribe_once(strategy)
+
+
 # -- block: a cold source delivered under the emitter lease ------------------------------------
 
 
@@ -1179,9 +1206,10 @@ def test_cancel_ends_an_endless_source_that_emits_on_its_own_scheduler_thread() 
 
 
 def test_a_deferring_cancel_while_the_observable_subscribes_disposes_its_subscription() -> None:
-    """A cancel (publish_on's deferring one) that lands while the owned thread is still
-    inside the Observable's subscribe, with nothing to dispose yet: the disposable that
-    subscribe returns is disposed at once, not kept until the owed cancel."""
+    """A cancel (publish_on's deferring one, from another thread) that lands while the owned
+    thread is still inside the Observable's subscribe, with nothing to dispose yet (so
+    subscribe() still waits): the disposable that subscribe returns is disposed at once,
+    not kept until the owed cancel; then subscribe() returns."""
     inside, go, disposed = threading.Event(), threading.Event(), threading.Event()
 
     def producer(observer: Any, scheduler: Any) -> Disposable:
@@ -1190,14 +1218,43 @@ def test_a_deferring_cancel_while_the_observable_subscribes_disposes_its_subscri
         return Disposable(disposed.set)
 
     sub: RecordingSubscriber[int] = RecordingSubscriber(1)
-    from_observable(reactivex.create(producer)).subscribe(sub)  # block: the owned thread
+    publisher = from_observable(reactivex.create(producer))  # block: the owned thread
+    subscribing = threading.Thread(target=publisher.subscribe, args=(sub,), daemon=True)
+    subscribing.start()
     assert inside.wait(5)
+    assert subscribing.is_alive()  # subscribe() waits for the Observable's subscribe call
     subscription = sub.subscription
     assert isinstance(subscription, DrainSubscription)
     subscription.cancel_deferring_cleanup()
     go.set()
     assert disposed.wait(5)
+    subscribing.join(5)
+    assert not subscribing.is_alive()
     subscription.cancel()  # the owed cancel
+
+
+def test_block_subscribe_returns_at_the_first_element_of_a_producer_inside_subscribe() -> None:
+    """block waits for the owned thread to subscribe, but not for a producer that emits
+    inside its subscribe function (a cold source): subscribe() returns at its first element,
+    while it waits for room (no demand, buffer_size=2); requests then take everything."""
+
+    def produce(observer: Any, scheduler: Any = None) -> Any:
+        for i in range(10):
+            observer.on_next(i)
+        observer.on_completed()
+        return None
+
+    sub: RecordingSubscriber[int] = RecordingSubscriber(0)
+    publisher = from_observable(reactivex.create(produce), buffer_size=2)
+    subscribing = threading.Thread(target=publisher.subscribe, args=(sub,), daemon=True)
+    subscribing.start()
+    subscribing.join(5)
+    assert not subscribing.is_alive(), "subscribe() waited for the producer's end"
+    assert sub.elements == []
+    sub.request(10)
+    sub.await_terminal()
+    assert sub.elements == list(range(10)) and sub.completed
+    sub.assert_no_violations()
 
 
 def test_publish_on_cancel_while_delivering_releases_a_blocked_feeder_at_once() -> None:
@@ -1352,7 +1409,7 @@ def _race_hot_pushes_once(overflow: str) -> None:
     sub: RecordingSubscriber[int] = RecordingSubscriber(0)
     from_observable(subject, overflow=overflow, buffer_size=4).subscribe(sub)
     sub.await_condition(lambda: len(subject.observers) == 1, what="the Rx subscription")
-    n = 2000  # (block subscribes on its own thread: a push before that reaches nobody)
+    n = 2000
     race(
         lambda: [subject.on_next(i) for i in range(n)],
         lambda: [sub.request(1) for _ in range(n)],
