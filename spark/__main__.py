@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlparse
 
+from reactive_streams.spark import _py4j
 from reactive_streams.spark.local import SparkStartError, java_problem, local_session
 
 if TYPE_CHECKING:  # the pipeline needs the rx and spark extras: imported by main() only
@@ -233,8 +234,7 @@ def _quiet_serving_abort(session: Any) -> None:
     then logs ``ERROR Utils: Aborting task`` with a stack (docs/spark.md, "Cancel"): expected
     here, so this job's own session keeps that logger for fatal errors."""
     try:
-        jvm = session.sparkContext._jvm
-        log4j = jvm.org.apache.logging.log4j
+        log4j = _py4j.jvm(session.sparkContext).org.apache.logging.log4j
         log4j.core.config.Configurator.setLevel("org.apache.spark.util.Utils", log4j.Level.FATAL)
     except Exception:  # another logging back end: the stack shows, nothing else changes
         pass

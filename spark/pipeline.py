@@ -492,12 +492,13 @@ def _num_rows(batch: Any) -> int:
 
 def _jobs(spark: Any, tag: str) -> list[int] | None:
     """The ids of the jobs Spark still tracks under ``tag``; None on Spark Connect."""
+    from reactive_streams.spark import _py4j
     from reactive_streams.spark._partitions import is_connect
 
     if is_connect(spark):
         return None  # the Connect client cannot see the server's job list
     try:
-        return [int(j) for j in spark.sparkContext._jsc.sc().statusTracker().getJobIdsForTag(tag)]
+        return _py4j.job_ids_for_tag(spark, tag)
     except Exception:
         return None
 

@@ -426,25 +426,3 @@ def test_ctrl_c_during_the_run_reports_the_rows_done_without_a_bar(
     monkeypatch.setattr(reactive_streams.spark.pipeline, "run", run)
     assert main(["--no-progress", "--rows", "10"]) == 130
     assert "interrupted after 1,234 rows" in capsys.readouterr().err
-
-
-def test_join_reads_waits_for_this_processs_read_threads_only() -> None:
-    """main() waits, after a Ctrl-C, for the threads named after a read's tag; others (a
-    thread the user started) are not waited for."""
-    from reactive_streams.spark._partitions import _TAG_PREFIX, join_reads
-
-    release, never = threading.Event(), threading.Event()
-    read = threading.Thread(target=release.wait, args=(10,), name=f"{_TAG_PREFIX}0123456789ab_0")
-    other = threading.Thread(target=never.wait, args=(10,), name="someone-elses")
-    read.start()
-    other.start()
-    try:
-        assert join_reads(timeout=0.1) is False
-        threading.Timer(0.2, release.set).start()
-        assert join_reads(timeout=5.0) is True
-        assert not read.is_alive() and other.is_alive()
-    finally:
-        release.set()
-        never.set()
-        read.join(5)
-        other.join(5)
