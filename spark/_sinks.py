@@ -21,6 +21,7 @@ import pyarrow as pa
 from reactive_streams._demand import add_cap, produced
 from reactive_streams._subscription import (
     CANCELLED,
+    cancel_quietly,
     report_dropped,
     require_element,
     require_error,
@@ -55,8 +56,12 @@ _NOT_ON_LOOP: Final = (
 
 
 def refuse_on_loop(name: str) -> None:
-    if asyncio._get_running_loop() is not None:
-        raise RuntimeError(_NOT_ON_LOOP.format(name=name))
+    """Raise ``RuntimeError`` when called on a thread running an asyncio event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # no loop runs here: blocking is fine
+        return
+    raise RuntimeError(_NOT_ON_LOOP.format(name=name))
 
 
 @final
@@ -108,7 +113,7 @@ class BatchSubscriber(Generic[T]):
             if not duplicate:
                 self._upstream = subscription
         if duplicate:  # §2.5 (or the consumer already closed)
-            subscription.cancel()
+            cancel_quietly(subscription)  # §3.15
             return
         self.request_batches(1)  # §2.1: the first batch
 
@@ -221,7 +226,7 @@ class BatchSubscriber(Generic[T]):
             self._buffer = []
             self._cond.notify_all()
         if upstream is not None and upstream is not CANCELLED and not was_done:
-            upstream.cancel()
+            cancel_quietly(upstream)  # §3.15
 
     def _fail(self, error: Exception) -> None:
         with self._cond:
@@ -232,7 +237,7 @@ class BatchSubscriber(Generic[T]):
             self._done = True
             self._cond.notify_all()
         if upstream is not None and upstream is not CANCELLED:
-            upstream.cancel()
+            cancel_quietly(upstream)  # §3.15
 
 
 def _batcher(

@@ -172,7 +172,8 @@ def merge(a: Partial, b: Partial) -> Partial:
 
 
 class Tumbling:
-    """Folds partials of consecutive windows; hands a window on when the next one starts."""
+    """Folds partials of consecutive windows; hands a window on when the next one starts.
+    Owned by the stage's observer, whose signals are serial (§1.3)."""
 
     def __init__(self, emit: Callable[[Window], None]) -> None:
         self._emit = emit
@@ -184,7 +185,7 @@ class Tumbling:
             if current is None:
                 self._open = partial
             elif partial.window == current.window:
-                self._open = merge(current, partial)
+                self._open = merge(current, partial)  # owned: the serial signals (§1.3)
             else:
                 self._emit(Window(*current))
                 self._open = partial
@@ -212,7 +213,7 @@ class Meter:
 
     def on_emitted(self, rows: int) -> None:
         with self.lock:
-            self.emitted += rows
+            self.emitted += rows  # under lock: the source's and the consumer's threads
             self.source_delivered += 1
             gap = self.emitted - self.finished
             if gap > self.max_in_flight:
@@ -220,14 +221,14 @@ class Meter:
 
     def on_requested(self, n: int) -> None:
         with self.lock:
-            self.source_requested = min(self.source_requested + n, 2**63 - 1)
+            self.source_requested = min(self.source_requested + n, 2**63 - 1)  # under lock
             outstanding = self.source_requested - self.source_delivered
             if outstanding > self.max_outstanding:
                 self.max_outstanding = outstanding
 
     def on_finished(self, rows: int) -> None:
         with self.lock:
-            self.finished += rows
+            self.finished += rows  # under lock
 
 
 class _MeteredSubscription:

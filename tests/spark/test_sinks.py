@@ -305,3 +305,24 @@ def test_batch_subscriber_fails_its_consumer_on_a_none_signal() -> None:
         with pytest.raises(TypeError, match="§2.13"):
             next(subscriber.batches(timeout=5))
         assert upstream.cancelled.is_set()
+
+
+def test_batch_subscriber_cancels_a_second_subscription_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """§2.5: a second on_subscribe is cancelled; a cancel that raises there (§3.15) is
+    reported, not raised into the publisher that called on_subscribe."""
+
+    class Raising(RecordingSubscription):
+        def cancel(self) -> None:
+            super().cancel()
+            raise RuntimeError("cancel broke")
+
+    first, second = RecordingSubscription(), Raising()
+    subscriber: BatchSubscriber[int] = BatchSubscriber(2)
+    subscriber.on_subscribe(first)
+    with caplog.at_level("ERROR", logger="reactive_streams"):
+        subscriber.on_subscribe(second)  # returns normally
+    assert second.cancelled.is_set() and not first.cancelled.is_set()
+    assert "3.15" in caplog.text and "cancel broke" in caplog.text
+    assert first.requests == [2] and second.requests == []
