@@ -32,8 +32,8 @@ class ArrowBatcher:
 
     Without a schema, Spark's inference over the whole first batch gives it (read with the
     session's inference settings); a type it could not determine there (a column, or a
-    nested field, all ``None``) is taken from the next batches that have a value. Owned by
-    the sink's calling thread.
+    nested field, all ``None``) is taken from the next batches that have a value. Errors
+    name the sink ``who``. Owned by the sink's calling thread.
     """
 
     __slots__ = (
@@ -43,13 +43,17 @@ class ArrowBatcher:
         "_large",
         "_verified",
         "_verifier",
+        "_who",
         "schema",
         "spark_schema",
     )
 
-    def __init__(self, schema: StructType | str | None, session: SparkSession) -> None:
+    def __init__(
+        self, schema: StructType | str | None, session: SparkSession, who: str = "to_dataframe"
+    ) -> None:
         from pyspark.sql.types import StructType
 
+        self._who = who
         conf = session.conf
         self._large = conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
         self._infer = {
@@ -67,11 +71,24 @@ class ArrowBatcher:
         self.spark_schema: StructType | None = None
         self.schema: pa.Schema | None = None  # every batch is cast to it
         if schema is not None:
-            spark_schema = _py4j.parse_ddl(session, schema) if isinstance(schema, str) else schema
+            spark_schema = self._parse(session, schema) if isinstance(schema, str) else schema
             if not isinstance(spark_schema, StructType):
-                raise TypeError(f"schema must describe a struct, got {spark_schema!r}")
+                raise TypeError(f"{who}(): schema must describe a struct, got {spark_schema!r}")
             self.spark_schema = spark_schema
             self.schema = self._arrow(spark_schema)
+
+    def _parse(self, session: SparkSession, ddl: str) -> Any:
+        """``ddl`` parsed by the session; a ``ValueError`` naming the sink and Spark's reason
+        when it is not valid DDL (Spark's ``ParseException`` text starts with a blank line)."""
+        try:
+            return _py4j.parse_ddl(session, ddl)
+        except Exception as exc:
+            lines = [line for line in str(exc).splitlines() if line.strip()]
+            reason = lines[0].strip() if lines else type(exc).__name__
+            where = "".join(f"\n{line}" for line in lines[1:])  # Spark's caret under the error
+            raise ValueError(
+                f"{self._who}(): the schema {ddl!r} is not valid DDL: {reason}{where}"
+            ) from exc
 
     def _arrow(self, spark_schema: StructType) -> pa.Schema:
         to_arrow_schema = _py4j.private("pyspark.sql.pandas.types", "to_arrow_schema")
@@ -137,7 +154,7 @@ class ArrowBatcher:
             except (TypeError, ValueError) as exc:
                 source = "given" if self._given else "inferred from the first batch"
                 raise TypeError(
-                    f"to_dataframe: the element {row!r} does not fit the schema {source} "
+                    f"{self._who}(): the element {row!r} does not fit the schema {source} "
                     f"({schema.simpleString()}): {exc}"
                     + ("" if self._given else "; pass schema= to say what the columns hold")
                 ) from exc

@@ -254,7 +254,7 @@ def _batcher(
     stopped = session_stopped(session)
     if stopped is not None:  # else a DataFrame that fails only when used
         raise RuntimeError(f"{name}(): {stopped}")
-    return ArrowBatcher(schema, session)
+    return ArrowBatcher(schema, session, name)
 
 
 def _target(name: str, what: str, target: object) -> str:

@@ -188,7 +188,7 @@ def _serve(
                 try:
                     server.getResult()
                 except Exception as exc:
-                    error = spark_error(exc)
+                    error = spark_error(exc, "Spark failed the read")
                     if error is exc:
                         raise
                     raise error from exc

@@ -106,25 +106,30 @@ def check_read_options(mode: str, max_rows_per_batch: int | None) -> None:
             )
 
 
-def spark_error(exc: Exception) -> Exception:
-    """The pyspark exception behind a ``Py4JJavaError`` (e.g. ``PythonException`` for a failing
-    UDF, ``SparkRuntimeException``), found along the Java cause chain; else ``exc`` itself."""
+def spark_error(exc: Exception, what: str = "Spark failed") -> Exception:
+    """The error to signal for ``exc``, a ``Py4JJavaError`` or any other: pyspark's own class
+    when one fits a link of the Java cause chain (``PythonException`` for a failing UDF,
+    ``SparkRuntimeException``); else a ``RuntimeError`` whose message is ``what`` and the
+    chain's root reason (a job ``spark.stop()`` cancelled), not py4j's "An error occurred
+    while calling o42.getResult"; ``exc`` itself when it carries no Java exception."""
     java = getattr(exc, "java_exception", None)
     if java is None:
         return exc
     try:
         from pyspark.errors.exceptions.captured import UnknownException, convert_exception
 
+        root = java
         for _ in range(8):
             if java is None:
                 break
             converted = convert_exception(java)
             if not isinstance(converted, UnknownException):
                 return converted
-            java = java.getCause()
+            root, java = java, java.getCause()
+        reason = str(root.toString())
     except Exception:  # the JVM may be gone: keep the original error
-        pass
-    return exc
+        return exc
+    return RuntimeError(f"{what}: {reason}")
 
 
 def chunks(batch: Any, max_rows: int | None) -> Iterator[Any]:

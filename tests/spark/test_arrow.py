@@ -162,3 +162,36 @@ def test_to_dataframe_refuses_a_value_its_schema_would_coerce(spark: Any, batch_
         to_dataframe(from_iterable(data), spark, batch_size=batch_size).collect()
     with pytest.raises(TypeError, match="does not fit the schema given"):
         to_dataframe(from_iterable(data), spark, schema="a BIGINT").collect()
+
+
+# -- a schema error names the sink and says why ----------------------------------------------
+
+
+@pytest.mark.parametrize("sink", ["to_dataframe", "write_parquet"])
+def test_an_unparsable_ddl_schema_is_a_value_error_naming_the_sink_and_the_reason(
+    spark: Any, tmp_path: Any, sink: str
+) -> None:
+    """Spark's ParseException starts with an empty line: the error's first line names the
+    sink, the schema and Spark's reason instead, and Spark's caret follows."""
+    from reactive_streams.spark import write_parquet
+
+    source = from_iterable([(1,)])
+    with pytest.raises(ValueError) as raised:
+        if sink == "to_dataframe":
+            to_dataframe(source, spark, schema="a INT,, b")
+        else:
+            write_parquet(source, spark, str(tmp_path / "out"), schema="a INT,, b")
+    first = str(raised.value).splitlines()[0]
+    assert first.startswith(f"{sink}(): the schema 'a INT,, b' is not valid DDL: ")
+    assert "PARSE_SYNTAX_ERROR" in first
+    assert "^^^" in str(raised.value)
+
+
+def test_a_write_names_itself_when_an_element_does_not_fit(spark: Any, tmp_path: Any) -> None:
+    """write_parquet's schema errors say write_parquet, not to_dataframe."""
+    from reactive_streams.spark import write_parquet
+
+    with pytest.raises(TypeError, match=r"^write_parquet\(\): the element \(1.5,\) does not fit"):
+        write_parquet(from_iterable([(1.5,)]), spark, str(tmp_path / "x"), schema="a BIGINT")
+    with pytest.raises(TypeError, match=r"^to_dataframe\(\): schema must describe a struct"):
+        to_dataframe(from_iterable([(1,)]), spark, schema="int")

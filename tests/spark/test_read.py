@@ -305,15 +305,23 @@ _STOP_MID_STREAM = textwrap.dedent(
     subscriber.await_count(5, 120)
     spark.stop()
     subscriber.await_terminal(120)
-    print("ON_ERROR" if subscriber.error is not None else "NO_ERROR", type(subscriber.error))
+    error = subscriber.error
+    print("ON_ERROR" if error is not None else "NO_ERROR", type(error).__name__)
+    print("FIRST_LINE", str(error).splitlines()[0] if error is not None else "")
     """
 )
 
 
-def test_stopping_the_classic_session_mid_stream_becomes_on_error() -> None:
-    """spark.stop() while a partition job runs ends the subscription with on_error (own JVM)."""
+def test_stopping_the_classic_session_mid_stream_becomes_on_error_saying_why() -> None:
+    """spark.stop() while a partition job runs ends the subscription with on_error (own JVM)
+    whose first line gives Spark's reason, not py4j's "An error occurred while calling
+    o42.getResult" with the reason deep in the Java stack."""
     result = run_python("-c", _STOP_MID_STREAM)
-    assert "ON_ERROR" in result.stdout, result.stdout + result.stderr[-3000:]
+    said = result.stdout + result.stderr[-3000:]
+    assert "ON_ERROR" in result.stdout and "Py4JJavaError" not in result.stdout, said
+    (first,) = [line for line in result.stdout.splitlines() if line.startswith("FIRST_LINE")]
+    assert first.startswith("FIRST_LINE Spark failed the read: "), said
+    assert "SparkContext was shut down" in first or "stopped SparkContext" in first, said
 
 
 # -- a program may end in the middle of a read -----------------------------------------------
