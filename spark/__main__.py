@@ -21,7 +21,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 from urllib.parse import urlparse
 
@@ -207,14 +207,14 @@ def main(argv: list[str] | None = None) -> int:
     in the wait.
     """
     held: list[bool] = []  # Ctrl-C while the job's thread starts; owned: the main thread
-    previous: Any = None
+    previous: Any = None  # the SIGINT handler to give back, while ours holds a Ctrl-C
     try:
         args = _parser().parse_args(argv)  # a bad flag: exit 2, naming it
         from reactive_streams.spark.pipeline import Stop
 
         stop, started = Stop(), threading.Event()
         if threading.current_thread() is threading.main_thread():
-            previous = signal.getsignal(signal.SIGINT)
+            previous = signal.getsignal(signal.SIGINT) or signal.default_int_handler
             signal.signal(signal.SIGINT, lambda signum, frame: held.append(True))
     except ImportError as exc:
         print(f"the main job needs the rx and spark extras: {exc}", file=sys.stderr)
@@ -234,9 +234,9 @@ def main(argv: list[str] | None = None) -> int:
                 if held:
                     held.clear()
                     raise KeyboardInterrupt
-                status = job.result(_WAKE_EVERY)
-            except TimeoutError:
-                continue
+                if not wait([job], _WAKE_EVERY).done:
+                    continue
+                status = job.result()
             except KeyboardInterrupt:
                 if pressed:
                     _quit_now()
