@@ -10,7 +10,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-SOURCES := pyproject.toml rs_core rs_core/publishers rs_core/subscribers rs_core/tck adapters spark
+SOURCES := pyproject.toml rs_core rs_core/publishers rs_core/subscribers rs_core/tck adapters spark spark/_partitions
 STRICT := --config-settings editable_mode=strict
 
 RX6 := .venv-rx6

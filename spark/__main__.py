@@ -2,33 +2,39 @@
 
 A DataFrame of synthetic events is streamed with ``from_dataframe`` through ``rx_processor``
 (parse, filter, a ten-second tumbling event-time window aggregate), across ``publish_on``, into a
-coroutine that sleeps after every window. A progress bar follows the consumer; the summary
-shows rows, seconds, rows/s, the most rows in flight against the bound the stages promise
-(the proof that backpressure held) and the Spark jobs run. Exit status: 0 when the bound
-held, 1 when it did not, 2 on a bad flag or when Spark could not start, 130 on Ctrl-C (the
-read is cancelled, and Spark stopped, before the exit).
+coroutine that sleeps after every window. A progress bar follows the consumer (a line per
+tenth of the rows when stderr is no terminal); the summary shows rows, seconds, rows/s, the
+most rows in flight against the bound the stages promise (the proof that backpressure held)
+and the Spark jobs run. Exit status: 0 when the bound held, 1 when it did not, 2 on a bad
+flag or when Spark could not start, 130 on Ctrl-C (the read is cancelled, and Spark stopped,
+before the exit). Spark runs on the job's own thread: the main thread only waits for it.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import signal
 import socket
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable
+from concurrent.futures import Future, wait
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 from urllib.parse import urlparse
 
+from reactive_streams.spark import _py4j
 from reactive_streams.spark.local import SparkStartError, java_problem, local_session
 
 if TYPE_CHECKING:  # the pipeline needs the rx and spark extras: imported by main() only
-    from reactive_streams.spark.pipeline import Config, Summary
+    from reactive_streams.spark.pipeline import Config, Stop, Summary
 
 _INTERRUPTED: Final = 130  # the shell's status for a process ended by Ctrl-C (128 + SIGINT)
+_WAKE_EVERY: Final = 0.2
+"""Seconds between two wake-ups of the main thread's wait: a SIGINT the system hands to
+another thread interrupts no wait, and Python runs its handler once the main thread wakes."""
 _MASTER: Final = re.compile(
     r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]"
     r"|yarn|(spark|k8s|mesos)://.+"
@@ -156,37 +162,9 @@ def _check_master(master: str) -> None:
     raise SparkStartError(f"cannot reach the Spark master {master} ({'; '.join(problems)})")
 
 
-@contextmanager
-def _interrupt_deferred() -> Iterator[list[bool]]:
-    """Hold a Ctrl-C back while the JVM starts: pyspark starts it with Ctrl-C ignored, and a
-    KeyboardInterrupt before the session exists would leave it running with nobody to stop
-    it. The first Ctrl-C is kept (the caller stops Spark once started); a second quits now."""
-    pressed: list[bool] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield pressed  # signals reach the main thread only: nothing to hold back
-        return
-
-    def hold(signum: int, frame: Any) -> None:
-        if pressed:
-            raise KeyboardInterrupt
-        pressed.append(True)
-        print(
-            "\nCtrl-C: stopping as soon as Spark has started "
-            "(Ctrl-C again quits now, and may leave Spark's JVM running)",
-            file=sys.stderr,
-        )
-
-    signal.signal(signal.SIGINT, hold)
-    try:
-        yield pressed
-    finally:
-        # Not pyspark's handler: it calls into the JVM from inside whatever call to it the
-        # main thread was making. A plain KeyboardInterrupt lets asyncio.run cancel the
-        # consumer, which cancels the read (and its Spark jobs) through the subscriptions.
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
 def _session(args: argparse.Namespace) -> Any:
+    """The session of the run, started on the job's thread: pyspark installs its Ctrl-C
+    handler only on the main thread, which never calls into Spark here."""
     if args.remote:
         from pyspark.sql import SparkSession
 
@@ -203,29 +181,9 @@ def _session(args: argparse.Namespace) -> Any:
     if problem is not None:
         raise SparkStartError(problem)
     _check_master(args.master)
-    with _interrupt_deferred() as pressed:
-        try:
-            session = local_session(args.master, app_name="reactive-streams-main-job")
-        except KeyboardInterrupt:  # pyspark's own handler, installed once its context exists
-            _stop_started_context()
-            raise
-    if pressed:
-        session.stop()
-        raise KeyboardInterrupt
+    session = local_session(args.master, app_name="reactive-streams-main-job")
     _quiet_serving_abort(session)
     return session
-
-
-def _stop_started_context() -> None:
-    """Stop the SparkContext a start that was interrupted late had already created."""
-    try:
-        from pyspark import SparkContext
-
-        context = SparkContext._active_spark_context
-        if context is not None:
-            context.stop()
-    except Exception:  # stopping what may be half made: nothing more to do
-        pass
 
 
 def _quiet_serving_abort(session: Any) -> None:
@@ -233,28 +191,115 @@ def _quiet_serving_abort(session: Any) -> None:
     then logs ``ERROR Utils: Aborting task`` with a stack (docs/spark.md, "Cancel"): expected
     here, so this job's own session keeps that logger for fatal errors."""
     try:
-        jvm = session.sparkContext._jvm
-        log4j = jvm.org.apache.logging.log4j
+        log4j = _py4j.jvm(session.sparkContext).org.apache.logging.log4j
         log4j.core.config.Configurator.setLevel("org.apache.spark.util.Utils", log4j.Level.FATAL)
     except Exception:  # another logging back end: the stack shows, nothing else changes
         pass
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)  # a bad flag: exit 2, naming it
+    """Run the job on a thread of its own; this (main) thread only waits, so a Ctrl-C lands
+    here, never inside a call into Spark (py4j logs a traceback for one it interrupts).
+
+    The first Ctrl-C asks the job to stop (:class:`~reactive_streams.spark.pipeline.Stop`): a
+    Spark still starting is stopped once started, a run cancels its read; a second one ends
+    the process at once. While the job's thread starts, a Ctrl-C is only noted, then raised
+    in the wait.
+    """
+    held: list[bool] = []  # Ctrl-C while the job's thread starts; owned: the main thread
+    previous: Any = None  # the SIGINT handler to give back, while ours holds a Ctrl-C
     try:
-        from reactive_streams.spark.pipeline import Config, Meter, Window, run
+        args = _parser().parse_args(argv)  # a bad flag: exit 2, naming it
+        from reactive_streams.spark.pipeline import Stop
+
+        stop, started = Stop(), threading.Event()
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGINT) or signal.default_int_handler
+            signal.signal(signal.SIGINT, lambda signum, frame: held.append(True))
     except ImportError as exc:
         print(f"the main job needs the rx and spark extras: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # nothing started yet: nothing to stop
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        return _INTERRUPTED
+    job = _on_thread(_job, args, stop, started)  # a Ctrl-C meanwhile is held
+    pressed = False
+    while True:
+        try:
+            try:
+                if previous is not None:
+                    signal.signal(signal.SIGINT, previous)  # from now on, a Ctrl-C lands here
+                    previous = None
+                if held:
+                    held.clear()
+                    raise KeyboardInterrupt
+                if not wait([job], _WAKE_EVERY).done:
+                    continue
+                status = job.result()
+            except KeyboardInterrupt:
+                if pressed:
+                    _quit_now()
+                pressed = True
+                if started.is_set():
+                    what = "stopping the run"
+                else:
+                    what = "stopping as soon as Spark has started"
+                print(f"\nCtrl-C: {what} (Ctrl-C again quits at once)", file=sys.stderr)
+                stop.request()
+                continue
+        except KeyboardInterrupt:  # a second one while the first was handled
+            _quit_now()
+        return _INTERRUPTED if pressed else status
+
+
+def _on_thread(fn: Callable[..., int], *args: Any) -> Future[int]:
+    """``fn(*args)`` on a daemon thread of its own (a quit at once does not wait for it)."""
+    future: Future[int] = Future()
+
+    def work() -> None:
+        future.set_running_or_notify_cancel()
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:  # into the future: main() raises it
+            future.set_exception(exc)
+
+    threading.Thread(target=work, name="rs-main-job", daemon=True).start()
+    return future
+
+
+def _quit_now() -> NoReturn:
+    """End the process at once, waiting for nothing. A local Spark's JVM reads its stdin
+    until its parent is gone, then exits."""
+    print("Ctrl-C again: quitting at once", file=sys.stderr)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(_INTERRUPTED)
+
+
+def _job(args: argparse.Namespace, stop: Stop, started: threading.Event) -> int:
+    """Start Spark, run the pipeline, stop Spark; the job's thread. Returns the exit status."""
     try:
         spark = _session(args)
     except SparkStartError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted while Spark was starting", file=sys.stderr)
-        return _INTERRUPTED
+    finally:
+        started.set()
+    try:
+        if stop.requested:
+            print("interrupted while Spark was starting", file=sys.stderr)
+            return _INTERRUPTED
+        return _run(spark, args, stop)
+    finally:
+        if not args.remote:
+            spark.stop()
+
+
+def _run(spark: Any, args: argparse.Namespace, stop: Stop) -> int:
+    """The pipeline over ``spark``, its progress and its summary (the job's thread)."""
+    from reactive_streams.spark._partitions import join_reads
+    from reactive_streams.spark.pipeline import Config, Meter, Window, run
 
     partitions = args.partitions or max(8, -(-args.rows // _ROWS_PER_PARTITION))
     config = Config(
@@ -267,16 +312,9 @@ def main(argv: list[str] | None = None) -> int:
         f"({config.consumer_delay:g} s per window)",
         file=sys.stderr,
     )
-    bar = None
-    if not args.no_progress and sys.stderr.isatty():  # a log file gets no redrawn bar
-        try:
-            from tqdm import tqdm  # type: ignore[import-untyped]
-        except ImportError:  # the bar is a nicety of the dev extra: run without it
-            tqdm = None
-        if tqdm is not None:
-            bar = tqdm(
-                total=config.rows, unit="row", unit_scale=True, desc="rows done", file=sys.stderr
-            )
+    bar = None if args.no_progress else _bar(config.rows)
+    lines = not args.no_progress and bar is None  # a log file: a line per tenth instead
+    tenth = max(1, config.rows // 10)
     done = 0  # rows the consumer finished, as of its last window
 
     def on_window(window: Window, meter: Meter) -> None:
@@ -286,15 +324,24 @@ def main(argv: list[str] | None = None) -> int:
             bar.update(finished - done)
             # refresh=False: the bar's own rate limit decides when to redraw
             bar.set_postfix(in_flight=meter.emitted - finished, window=window.window, refresh=False)
-        done = finished
+        elif lines and finished // tenth > done // tenth:
+            print(f"rows done     {finished:,} of {config.rows:,}", file=sys.stderr)
+        done = finished  # owned: the consumer's loop, on this thread
 
     try:
-        summary = run(spark, config, on_window=on_window)
-    except KeyboardInterrupt:
+        summary = run(spark, config, on_window=on_window, stop=stop)
+    except KeyboardInterrupt:  # a run given no stop (a stand-in), interrupted all the same
+        summary = None
+    except Exception as exc:
         if bar is not None:
             bar.close()
-        from reactive_streams.spark._partitions import join_reads
-
+        print(f"error: the pipeline failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    if bar is not None:
+        if summary is not None and not stop.requested:
+            bar.update(config.rows - done)
+        bar.close()
+    if summary is None or stop.requested:
         released = join_reads(timeout=5.0)  # the cancel is under way: let the read end
         print(
             f"interrupted after {done:,} rows: the read was cancelled, "
@@ -302,19 +349,19 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return _INTERRUPTED
-    except Exception as exc:
-        if bar is not None:
-            bar.close()
-        print(f"error: the pipeline failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        if not args.remote:
-            spark.stop()
-    if bar is not None:
-        bar.update(config.rows - done)
-        bar.close()
     print("\n".join(summary_lines(summary, config)))
     return 0 if summary.max_in_flight <= summary.bound else 1
+
+
+def _bar(rows: int) -> Any:
+    """A tqdm bar on a terminal; ``None`` for a log file (no redrawn bar) or without tqdm."""
+    if not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm  # type: ignore[import-untyped]
+    except ImportError:  # the bar is a nicety of the dev extra: run without it
+        return None
+    return tqdm(total=rows, unit="row", unit_scale=True, desc="rows done", file=sys.stderr)
 
 
 def summary_lines(summary: Summary, config: Config) -> list[str]:

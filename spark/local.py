@@ -122,7 +122,8 @@ class LocalConnectServer:
 
     Runs ``sbin/start-connect-server.sh --wait`` as a child process in its own process
     group, with its pid and log files in a private temporary folder; :meth:`stop` ends that
-    process group (and only it). Use as a context manager.
+    process group (and only it). Use as a context manager, from one thread: ``start`` and
+    ``stop`` are not for concurrent callers.
 
     Args:
         master: the server's Spark master.
@@ -203,7 +204,7 @@ class LocalConnectServer:
 
     def stop(self) -> None:
         """Stop the server's process group and remove its folder; idempotent."""
-        process, self._process = self._process, None
+        process, self._process = self._process, None  # owned: the thread using the server
         if process is not None and process.poll() is None:
             try:
                 os.killpg(process.pid, signal.SIGTERM)  # our own child's group only

@@ -28,6 +28,7 @@ __all__ = [
     "EVENTS_PER_WINDOW",
     "Config",
     "Meter",
+    "Stop",
     "Summary",
     "Window",
     "events",
@@ -172,7 +173,8 @@ def merge(a: Partial, b: Partial) -> Partial:
 
 
 class Tumbling:
-    """Folds partials of consecutive windows; hands a window on when the next one starts."""
+    """Folds partials of consecutive windows; hands a window on when the next one starts.
+    Owned by the stage's observer, whose signals are serial (§1.3)."""
 
     def __init__(self, emit: Callable[[Window], None]) -> None:
         self._emit = emit
@@ -184,7 +186,7 @@ class Tumbling:
             if current is None:
                 self._open = partial
             elif partial.window == current.window:
-                self._open = merge(current, partial)
+                self._open = merge(current, partial)  # owned: the serial signals (§1.3)
             else:
                 self._emit(Window(*current))
                 self._open = partial
@@ -212,7 +214,7 @@ class Meter:
 
     def on_emitted(self, rows: int) -> None:
         with self.lock:
-            self.emitted += rows
+            self.emitted += rows  # under lock: the source's and the consumer's threads
             self.source_delivered += 1
             gap = self.emitted - self.finished
             if gap > self.max_in_flight:
@@ -220,14 +222,14 @@ class Meter:
 
     def on_requested(self, n: int) -> None:
         with self.lock:
-            self.source_requested = min(self.source_requested + n, 2**63 - 1)
+            self.source_requested = min(self.source_requested + n, 2**63 - 1)  # under lock
             outstanding = self.source_requested - self.source_delivered
             if outstanding > self.max_outstanding:
                 self.max_outstanding = outstanding
 
     def on_finished(self, rows: int) -> None:
         with self.lock:
-            self.finished += rows
+            self.finished += rows  # under lock
 
 
 class _MeteredSubscription:
@@ -337,6 +339,38 @@ def rx_stage(mode: Literal["rows", "arrow"], meter: Meter, buffer_size: int) -> 
 # -- running -------------------------------------------------------------------------------
 
 
+class Stop:
+    """Ends a :func:`run` early, from any thread (the main job's answer to Ctrl-C).
+
+    :meth:`request` cancels the consuming task on its loop, which cancels the read and its
+    Spark jobs through the subscriptions (§3.13); ``run`` then returns what was done.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requested = False
+        self._cancel: Callable[[], None] | None = None
+
+    @property
+    def requested(self) -> bool:
+        with self._lock:
+            return self._requested
+
+    def request(self) -> None:
+        """Stop the run now, or before it starts reading; idempotent, never blocks."""
+        with self._lock:
+            self._requested = True  # under _lock
+            cancel = self._cancel
+        if cancel is not None:
+            cancel()
+
+    def _bind(self, cancel: Callable[[], None] | None) -> bool:
+        """How to cancel the running consumer (``None``: it ended); True if already stopped."""
+        with self._lock:
+            self._cancel = cancel  # under _lock
+            return self._requested
+
+
 @dataclass(frozen=True)
 class Config:
     """What the main job runs with; the bounds are what the stages promise."""
@@ -417,8 +451,13 @@ def run(
     config: Config,
     *,
     on_window: Callable[[Window, Meter], None] | None = None,
+    stop: Stop | None = None,
 ) -> Summary:
     """Run the pipeline to the end and return its :class:`Summary` (blocks the caller).
+
+    ``stop``, when requested, ends the run early: the read is cancelled and the summary
+    says what was done until then (nothing is read if it was requested before the start).
+    ``on_window`` runs on the consumer's loop, on this thread.
 
     Raises:
         RuntimeError: called on a thread running an asyncio event loop (before anything
@@ -441,12 +480,16 @@ def run(
         size = _num_rows
     metered = _Metered(source, meter, size)
     stage = rx_stage(config.mode, meter, config.rx_buffer)
-    metered.subscribe(stage)
     windows: list[Window] = []
     start = time.perf_counter()
     with ThreadPoolExecutor(1, thread_name_prefix="rs-main-publish-on") as pool:
         boundary = publish_on(stage, pool, prefetch=config.publish_on_prefetch)
-        asyncio.run(_consume(boundary, config, meter, windows, on_window))
+        consume = _consume(metered, stage, boundary, config, meter, windows, on_window, stop)
+        try:
+            asyncio.run(consume)
+        except asyncio.CancelledError:
+            if stop is None or not stop.requested:
+                raise  # not our cancel: a stop cancels the consumer, and ends the run here
     seconds = time.perf_counter() - start
     jobs_after = _jobs(spark, config.job_tag)
     jobs, capped = _new_jobs(spark, jobs_before, jobs_after)
@@ -464,22 +507,45 @@ def run(
 
 
 async def _consume(
+    source: Publisher[Any],
+    stage: Any,
     publisher: Publisher[Window],
     config: Config,
     meter: Meter,
     windows: list[Window],
     on_window: Callable[[Window, Meter], None] | None,
+    stop: Stop | None,
 ) -> None:
-    """The deliberately slow consumer: one ``asyncio.sleep`` per window."""
+    """Connect ``source`` to ``stage``, then consume ``publisher`` deliberately slowly: one
+    ``asyncio.sleep`` per window. Nothing is connected once ``stop`` was requested, and a
+    later request cancels this task (and so the subscriptions) at its next ``await``."""
     from reactive_streams.adapters.async_iterables import to_async_iterator
 
-    async for window in to_async_iterator(publisher, prefetch=config.consumer_prefetch):
-        windows.append(window)
-        if config.consumer_delay:
-            await asyncio.sleep(config.consumer_delay)
-        meter.on_finished(window.events)
-        if on_window is not None:
-            on_window(window, meter)
+    if stop is not None:
+        task = asyncio.current_task()
+        assert task is not None
+        loop, cancel_task = asyncio.get_running_loop(), task.cancel
+
+        def cancel() -> None:
+            try:
+                loop.call_soon_threadsafe(cancel_task)
+            except RuntimeError:  # the loop is closed: the run is over
+                pass
+
+        if stop._bind(cancel):
+            return
+    try:
+        source.subscribe(stage)
+        async for window in to_async_iterator(publisher, prefetch=config.consumer_prefetch):
+            windows.append(window)
+            if config.consumer_delay:
+                await asyncio.sleep(config.consumer_delay)
+            meter.on_finished(window.events)
+            if on_window is not None:
+                on_window(window, meter)
+    finally:
+        if stop is not None:
+            stop._bind(None)
 
 
 def _one(_: Any) -> int:
@@ -492,12 +558,13 @@ def _num_rows(batch: Any) -> int:
 
 def _jobs(spark: Any, tag: str) -> list[int] | None:
     """The ids of the jobs Spark still tracks under ``tag``; None on Spark Connect."""
+    from reactive_streams.spark import _py4j
     from reactive_streams.spark._partitions import is_connect
 
     if is_connect(spark):
         return None  # the Connect client cannot see the server's job list
     try:
-        return [int(j) for j in spark.sparkContext._jsc.sc().statusTracker().getJobIdsForTag(tag)]
+        return _py4j.job_ids_for_tag(spark, tag)
     except Exception:
         return None
 

@@ -143,7 +143,8 @@ class _StreamSource(Source[Any]):
         finally:
             if self._checkpoint is not None and self._options.checkpoint_location is None:
                 shutil.rmtree(self._checkpoint, ignore_errors=True)
-                _TEMPORARY.discard(self._checkpoint)
+                with _TEMPORARY_LOCK:
+                    _TEMPORARY.discard(self._checkpoint)  # under _TEMPORARY_LOCK
             self._df = None
             self._wake = _nothing
             self._executor.shutdown(wait=False)
@@ -166,7 +167,8 @@ class _StreamSource(Source[Any]):
         checkpoint = options.checkpoint_location
         if checkpoint is None:
             checkpoint = tempfile.mkdtemp(prefix="rs-spark-stream-")
-            _TEMPORARY.add(checkpoint)
+            with _TEMPORARY_LOCK:
+                _TEMPORARY.add(checkpoint)  # under _TEMPORARY_LOCK
         self._checkpoint = checkpoint
         writer = self._df.writeStream.foreachBatch(self._on_batch).option(
             "checkpointLocation", checkpoint
@@ -238,7 +240,8 @@ class _StreamSource(Source[Any]):
             # The micro-batch ends only when all its elements were delivered.
             if not self._wait_for(self._delivered):
                 return self._abandon(batch_id)
-            self.batches += 1
+            with self._cond:
+                self.batches += 1  # under _cond: py4j may call back on another thread
         except _Stopped:
             raise
         except Exception:
@@ -297,14 +300,18 @@ could never deliver: refused at the call)."""
 
 _TEMPORARY: set[str] = set()
 """The temporary checkpoints of subscriptions not closed yet: removed at exit if still there
-(a subscription the program never cancelled), as ``close()`` removes each."""
+(a subscription the program never cancelled), as ``close()`` removes each. Each
+subscription's thread adds and removes its own: under ``_TEMPORARY_LOCK``."""
+_TEMPORARY_LOCK = threading.Lock()
 
 
 @atexit.register
 def _remove_temporary() -> None:
-    for checkpoint in list(_TEMPORARY):
+    with _TEMPORARY_LOCK:
+        left = list(_TEMPORARY)
+        _TEMPORARY.clear()  # under _TEMPORARY_LOCK
+    for checkpoint in left:
         shutil.rmtree(checkpoint, ignore_errors=True)
-    _TEMPORARY.clear()
 
 
 _CHECK_EVERY = 0.5

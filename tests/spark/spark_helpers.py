@@ -1,4 +1,5 @@
-"""Helpers for the Spark tests: waiting on conditions, owned threads, job status, heap."""
+"""Helpers for the Spark tests: waiting on conditions, owned threads, job status, heap,
+and the DataFrames the read tests share."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 _OWNED = re.compile(r"^rs-spark-[0-9a-f]{12}_\d+$")
+
+SLOW = 4 * 10**11  # rows of a partition that would take many minutes to compute
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -43,6 +46,27 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str =
 def owned_threads() -> list[threading.Thread]:
     """The threads ``from_dataframe`` subscriptions own (named after their job tag)."""
     return [t for t in threading.enumerate() if _OWNED.match(t.name)]
+
+
+def no_owned_threads() -> bool:
+    return not owned_threads()
+
+
+def sample(session: Any, rows: int = 10_000, partitions: int = 4) -> Any:
+    """Three columns (long, long, string) over ``partitions`` partitions."""
+    return session.range(0, rows, 1, partitions).selectExpr(
+        "id", "id * 2 AS b", "concat('x', cast(id AS string)) AS c"
+    )
+
+
+def fast_then_stuck(session: Any) -> Any:
+    """Partition 0 has 5 rows at once; partitions 1 and 2 keep a job busy for many minutes.
+
+    (The children differ in partition count: Spark 4 merges the partitions of a union of
+    equally partitioned children.)
+    """
+    stuck = session.range(0, SLOW, 1, 2).filter("id % 1000000007 = 3")
+    return session.range(0, 5, 1, 1).union(stuck)
 
 
 def tracker(spark: Any) -> Any:

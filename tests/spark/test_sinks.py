@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import datetime
 import itertools
-import os
-import textwrap
 import threading
-import time
 from collections.abc import Iterator
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +14,7 @@ import pytest
 pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
 
-from spark_helpers import run_python, wait_until  # noqa: E402
+from spark_helpers import wait_until  # noqa: E402
 
 from reactive_streams.adapters.iterables import from_iterable  # noqa: E402
 from reactive_streams.errors import OverflowViolation  # noqa: E402
@@ -51,7 +46,7 @@ class CountingGenerator:
             self.closed = True
 
 
-# -- to_dataframe ----------------------------------------------------------------------------
+# -- to_dataframe drains a finite publisher into a DataFrame ---------------------------------
 
 
 def test_to_dataframe_round_trips_dict_rows(session: Any) -> None:
@@ -59,26 +54,6 @@ def test_to_dataframe_round_trips_dict_rows(session: Any) -> None:
     rows = [{"i": i, "name": f"n{i}", "x": i / 4} for i in range(2500)]
     df = to_dataframe(from_iterable(rows), session, batch_size=1000)
     assert [r.asDict() for r in df.orderBy("i").collect()] == rows
-
-
-def test_to_dataframe_types_a_column_that_was_all_null_in_the_first_batch(
-    session: Any,
-) -> None:
-    """A sparse column, all None in the first batch, takes its type from the first batch
-    with a value (as Spark infers from every row), instead of failing the cast to null."""
-    rows = [{"i": i, "note": None if i < 3 else f"n{i}"} for i in range(8)]
-    df = to_dataframe(from_iterable(rows), session, batch_size=3)
-    assert df.schema.simpleString() == "struct<i:bigint,note:string>"
-    assert [r.asDict() for r in df.orderBy("i").collect()] == rows
-
-
-def test_to_dataframe_uses_the_given_schema_for_tuples(spark: Any) -> None:
-    """Tuples take their column names and Spark types from a DDL schema."""
-    df = to_dataframe(
-        from_iterable([(1, "a"), (2, "b")]), spark, schema="k INT, v STRING", batch_size=1
-    )
-    assert df.schema.simpleString() == "struct<k:int,v:string>"
-    assert [tuple(r) for r in df.collect()] == [(1, "a"), (2, "b")]
 
 
 def test_to_dataframe_takes_arrow_batches_from_from_dataframe(session: Any) -> None:
@@ -96,81 +71,26 @@ def test_to_dataframe_of_rows_from_from_dataframe(spark: Any) -> None:
     assert copy.orderBy("id").collect() == source.collect()
 
 
-def test_to_dataframe_infers_like_spark_over_the_whole_first_batch(session: Any) -> None:
-    """Without a schema, the columns and types are Spark's own inference over every row of
-    the first batch: a key missing from the first dict is a column still, dict values are
-    maps, Decimals DECIMAL(38,18), as createDataFrame gives for the same rows."""
-    rows = [
-        {"a": 1, "tags": {"k": 1}, "price": Decimal("1.50")},
-        {"a": 2, "b": "x", "tags": {}, "price": Decimal("1234567.25")},
-    ]
-    df = to_dataframe(from_iterable(rows), session, batch_size=10)
-    assert df.schema == session.createDataFrame(rows).schema
-    assert df.schema.simpleString() == (
-        "struct<a:bigint,price:decimal(38,18),tags:map<string,bigint>,b:string>"
-    )  # a column first seen in a later row comes last, as in Spark
-    assert [tuple(r) for r in df.collect()] == [
-        (1, Decimal("1.5"), {"k": 1}, None),
-        (2, Decimal("1234567.25"), {}, "x"),
-    ]
+def test_to_dataframe_of_an_empty_publisher_needs_a_schema(spark: Any) -> None:
+    """An empty publisher gives an empty DataFrame with a schema, and ValueError without."""
+    df = to_dataframe(from_iterable([]), spark, schema="a LONG")
+    assert df.count() == 0 and df.columns == ["a"]
+    with pytest.raises(ValueError, match="schema"):
+        to_dataframe(from_iterable([]), spark)
 
 
-def test_to_dataframe_with_a_schema_converts_values_as_spark_does(spark: Any) -> None:
-    """With a schema, values are converted for it as createDataFrame converts them: a key
-    missing from the first dict is null there, a tuple fills a struct, and a naive datetime
-    is local time (checked in a zone that is not UTC)."""
-    schema = "a LONG, b STRING, s STRUCT<x: STRING, n: INT>, ts TIMESTAMP"
-    when = datetime.datetime(2024, 1, 1, 12, 0)
-    rows = [{"a": 1, "s": ("p", 1), "ts": when}, {"a": 2, "b": "x", "s": None, "ts": when}]
-    zone = os.environ.get("TZ")
-    os.environ["TZ"] = "America/New_York"
-    time.tzset()
-    try:
-        ours = to_dataframe(from_iterable(rows), spark, schema=schema, batch_size=10).collect()
-        spark_own = spark.createDataFrame(rows, schema).collect()
-    finally:
-        if zone is None:
-            del os.environ["TZ"]
-        else:
-            os.environ["TZ"] = zone
-        time.tzset()
-    assert ours == spark_own
-    assert [(r.a, r.b, r.s) for r in ours] == [(1, None, ("p", 1)), (2, "x", None)]
+def test_to_dataframe_raises_the_publishers_error(spark: Any) -> None:
+    """A publisher that fails makes to_dataframe raise that error."""
+
+    def failing() -> Iterator[dict[str, int]]:
+        yield {"a": 1}
+        raise KeyError("upstream broke")
+
+    with pytest.raises(KeyError, match="upstream broke"):
+        to_dataframe(from_iterable(failing()), spark, batch_size=10)
 
 
-def test_to_dataframe_of_rows_round_trips_decimals_and_maps(session: Any) -> None:
-    """from_dataframe (rows) into to_dataframe keeps a DECIMAL(10,2) column's values and
-    map columns (string or integer keys) as maps."""
-    source = session.sql(
-        "SELECT id, CAST(id * 1000.25 AS DECIMAL(10,2)) AS d, map('k', id) AS m, "
-        "map(id, 'v') AS n FROM range(3)"
-    )
-    copy = to_dataframe(from_dataframe(source), session, batch_size=2)
-    assert copy.schema.simpleString() == (
-        "struct<id:bigint,d:decimal(38,18),m:map<string,bigint>,n:map<bigint,string>>"
-    )
-    assert [tuple(r) for r in copy.orderBy("id").collect()] == [
-        tuple(r) for r in source.orderBy("id").collect()
-    ]
-
-
-def test_to_dataframe_types_a_nested_field_that_was_all_null_in_the_first_batch(
-    session: Any,
-) -> None:
-    """An empty list in every row of the first batch (list<null>) takes its element type
-    from a later batch, for rows and for Arrow batches alike; so does an empty dict (a map
-    whose key type Spark cannot infer, and Arrow cannot leave null)."""
-    rows = [{"i": 0, "xs": []}, {"i": 1, "xs": [1, 2]}]
-    df = to_dataframe(from_iterable(rows), session, batch_size=1)
-    assert df.schema.simpleString() == "struct<i:bigint,xs:array<bigint>>"
-    assert [r.xs for r in df.orderBy("i").collect()] == [[], [1, 2]]
-    batches = [pa.RecordBatch.from_pylist([row]) for row in rows]
-    df = to_dataframe(from_iterable(batches), session, batch_size=1)
-    assert [r.xs for r in df.orderBy("i").collect()] == [[], [1, 2]]
-    maps = [{"i": 0, "m": {}}, {"i": 1, "m": {}}, {"i": 2, "m": {3: "x"}}]  # map<void, void>
-    df = to_dataframe(from_iterable(maps), session, batch_size=2)
-    assert df.schema.simpleString() == "struct<i:bigint,m:map<bigint,string>>"
-    assert [r.m for r in df.orderBy("i").collect()] == [{}, {}, {3: "x"}]
+# -- a sink refuses what cannot work before it pulls anything --------------------------------
 
 
 def test_to_dataframe_refuses_a_session_that_is_not_one_before_pulling() -> None:
@@ -210,43 +130,6 @@ def test_sinks_refuse_a_stopped_session_and_a_bad_target_before_pulling(
     assert stats.rows == 3 and stats.target == str(tmp_path / "out")  # a PathLike is a path
 
 
-def test_a_ddl_schema_works_with_only_a_connect_session(connect_server: Any) -> None:
-    """A DDL schema is parsed by the session given, so a process with only a Spark Connect
-    session (no classic SparkContext to parse it) can pass one."""
-    script = textwrap.dedent(
-        f"""
-        from pyspark.sql.connect.session import SparkSession
-        from reactive_streams.adapters.iterables import from_iterable
-        from reactive_streams.spark import to_dataframe
-        session = SparkSession.builder.remote({connect_server.url!r}).create()
-        df = to_dataframe(from_iterable([(1, "a")]), session, schema="k INT, v STRING")
-        print("ROWS", [tuple(r) for r in df.collect()], df.schema.simpleString())
-        session.stop()
-        """
-    )
-    result = run_python("-c", script)
-    assert "ROWS [(1, 'a')] struct<k:int,v:string>" in result.stdout, result.stderr[-3000:]
-
-
-def test_to_dataframe_of_an_empty_publisher_needs_a_schema(spark: Any) -> None:
-    """An empty publisher gives an empty DataFrame with a schema, and ValueError without."""
-    df = to_dataframe(from_iterable([]), spark, schema="a LONG")
-    assert df.count() == 0 and df.columns == ["a"]
-    with pytest.raises(ValueError, match="schema"):
-        to_dataframe(from_iterable([]), spark)
-
-
-def test_to_dataframe_raises_the_publishers_error(spark: Any) -> None:
-    """A publisher that fails makes to_dataframe raise that error."""
-
-    def failing() -> Iterator[dict[str, int]]:
-        yield {"a": 1}
-        raise KeyError("upstream broke")
-
-    with pytest.raises(KeyError, match="upstream broke"):
-        to_dataframe(from_iterable(failing()), spark, batch_size=10)
-
-
 def test_to_dataframe_refuses_to_block_a_running_loop(spark: Any) -> None:
     """Called on a thread running an event loop, to_dataframe raises instead of blocking it."""
 
@@ -257,30 +140,27 @@ def test_to_dataframe_refuses_to_block_a_running_loop(spark: Any) -> None:
     asyncio.run(main())
 
 
-# -- write_parquet / write_table ---------------------------------------------------------------
+# -- a write requests the next batch only after the last one was written ---------------------
 
 
 def test_write_parquet_holds_one_batch_and_requests_after_each_write(
-    session: Any, tmp_path: Any
+    session: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An unbounded source is pulled one batch ahead of the writes, never more."""
     source = CountingGenerator()
     path = str(tmp_path / "out")
     pulled_at_write: list[int] = []
 
-    import reactive_streams.spark.dataframe as sd
+    import reactive_streams.spark._sinks as sinks
 
-    original = sd._create
+    original = sinks._create
 
     def spy(spark_session: Any, table: Any, batcher: Any) -> Any:
         pulled_at_write.append(source.pulled)
         return original(spark_session, table, batcher)
 
-    sd._create = spy  # type: ignore[assignment]
-    try:
-        stats = write_parquet(from_iterable(source), session, path, batch_size=50, max_batches=4)
-    finally:
-        sd._create = original  # type: ignore[assignment]
+    monkeypatch.setattr(sinks, "_create", spy)
+    stats = write_parquet(from_iterable(source), session, path, batch_size=50, max_batches=4)
     assert (stats.rows, stats.batches) == (200, 4)
     assert pulled_at_write == [50, 100, 150, 200]  # nothing requested while a batch is written
     assert source.closed  # the subscription was cancelled after max_batches
@@ -343,7 +223,7 @@ def test_a_failing_write_cancels_the_publisher(spark: Any, tmp_path: Any) -> Non
     assert source.pulled == 10
 
 
-# -- BatchSubscriber -----------------------------------------------------------------------------
+# -- BatchSubscriber asks for whole batches, and keeps the rules -----------------------------
 
 
 def test_batch_subscriber_requests_the_next_batch_only_when_asked() -> None:
@@ -413,19 +293,6 @@ def test_batch_subscriber_rejects_none_and_bad_sizes() -> None:
             subscriber.request_batches(k)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("batch_size", [1, 2, 3])
-def test_to_dataframe_refuses_a_value_its_schema_would_coerce(spark: Any, batch_size: int) -> None:
-    """1.7 after an inferred BIGINT (or under a given one) is refused, as createDataFrame
-    refuses it: never a silent 1, whichever way the batches break (within the first batch,
-    Spark's inference refuses to merge the types; in a later one, the check names it)."""
-    data = [{"a": 1}, {"a": 1.7}, {"a": 2.9}]
-    refused = r"the element \{'a': 1.7\} does not fit the schema|CANNOT_MERGE_TYPE"
-    with pytest.raises(TypeError, match=refused):
-        to_dataframe(from_iterable(data), spark, batch_size=batch_size).collect()
-    with pytest.raises(TypeError, match="does not fit the schema given"):
-        to_dataframe(from_iterable(data), spark, schema="a BIGINT").collect()
-
-
 def test_batch_subscriber_fails_its_consumer_on_a_none_signal() -> None:
     """A publisher that sends None gets TypeError (§2.13) and must then stop signalling: the
     consumer waiting for a batch hears the error instead of waiting for ever."""
@@ -438,3 +305,24 @@ def test_batch_subscriber_fails_its_consumer_on_a_none_signal() -> None:
         with pytest.raises(TypeError, match="§2.13"):
             next(subscriber.batches(timeout=5))
         assert upstream.cancelled.is_set()
+
+
+def test_batch_subscriber_cancels_a_second_subscription_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """§2.5: a second on_subscribe is cancelled; a cancel that raises there (§3.15) is
+    reported, not raised into the publisher that called on_subscribe."""
+
+    class Raising(RecordingSubscription):
+        def cancel(self) -> None:
+            super().cancel()
+            raise RuntimeError("cancel broke")
+
+    first, second = RecordingSubscription(), Raising()
+    subscriber: BatchSubscriber[int] = BatchSubscriber(2)
+    subscriber.on_subscribe(first)
+    with caplog.at_level("ERROR", logger="reactive_streams"):
+        subscriber.on_subscribe(second)  # returns normally
+    assert second.cancelled.is_set() and not first.cancelled.is_set()
+    assert "3.15" in caplog.text and "cancel broke" in caplog.text
+    assert first.requests == [2] and second.requests == []
