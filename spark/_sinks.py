@@ -28,6 +28,7 @@ from reactive_streams._subscription import (
     require_publisher,
     require_subscription,
 )
+from reactive_streams._upstream import Upstream
 from reactive_streams.api import Publisher, Subscription
 from reactive_streams.errors import OverflowViolation
 from reactive_streams.spark._arrow import ArrowBatcher
@@ -95,7 +96,7 @@ class BatchSubscriber(Generic[T]):
         self._batch_size = batch_size
         self._cond = threading.Condition(threading.Lock())
         self._buffer: list[T] = []
-        self._upstream: Subscription | None = None
+        self._upstream = Upstream()  # set once (§2.5), requests serial (§2.7)
         self._outstanding = 0  # requested and not yet received
         self._done = False
         self._error: Exception | None = None
@@ -108,14 +109,8 @@ class BatchSubscriber(Generic[T]):
 
     def on_subscribe(self, subscription: Subscription) -> None:
         require_subscription(subscription)  # §2.13
-        with self._cond:
-            duplicate = self._upstream is not None
-            if not duplicate:
-                self._upstream = subscription
-        if duplicate:  # §2.5 (or the consumer already closed)
-            cancel_quietly(subscription)  # §3.15
-            return
-        self.request_batches(1)  # §2.1: the first batch
+        if self._upstream.set_once(subscription):  # §2.5: a duplicate, or one after the
+            self.request_batches(1)  # consumer closed, is cancelled quietly (§3.15); §2.1
 
     def on_next(self, element: T) -> None:
         try:
@@ -146,8 +141,8 @@ class BatchSubscriber(Generic[T]):
             if not late:
                 self._error = error
                 self._done = True
-                self._upstream = CANCELLED  # §2.4
                 self._cond.notify_all()
+        self._upstream.take()  # §2.4: dropped, never called again
         if late:
             report_dropped(error, rule="1.7", where="on_error after cancel or a terminal signal")
 
@@ -156,8 +151,8 @@ class BatchSubscriber(Generic[T]):
             if self._done:
                 return
             self._done = True
-            self._upstream = CANCELLED  # §2.4
             self._cond.notify_all()
+        self._upstream.take()  # §2.4: dropped, never called again
 
     # -- consumer ------------------------------------------------------------------------------
 
@@ -166,11 +161,10 @@ class BatchSubscriber(Generic[T]):
         if type(k) is not int or k <= 0:  # §3.9 is the publisher's answer; refuse it here
             raise ValueError(f"k must be a positive int (batches), got {k!r}")
         with self._cond:
-            upstream = None if self._done else self._upstream
-            if upstream is not None:
-                self._outstanding = add_cap(self._outstanding, k * self._batch_size)
-        if upstream is not None and upstream is not CANCELLED:
-            upstream.request(k * self._batch_size)
+            if self._done or self._upstream.subscription is None:
+                return  # nothing is asked before on_subscribe (it asks for the first batch)
+            self._outstanding = add_cap(self._outstanding, k * self._batch_size)  # under _cond
+        self._upstream.request(k * self._batch_size)  # §2.7: one call at a time
 
     def next_batch(self, timeout: float | None = None) -> list[T] | None:
         """Wait for a full batch (or the shorter last one) and take it; ``None`` at the end.
@@ -220,17 +214,17 @@ class BatchSubscriber(Generic[T]):
 
     def cancel(self) -> None:
         """Cancel upstream and drop what is buffered (§3.13); idempotent."""
+        upstream = self._upstream.take()
         with self._cond:
-            upstream, self._upstream = self._upstream, CANCELLED
             was_done, self._done = self._done, True
             self._buffer = []
             self._cond.notify_all()
         if upstream is not None and upstream is not CANCELLED and not was_done:
-            cancel_quietly(upstream)  # §3.15
+            cancel_quietly(upstream)  # §3.12; §3.15: a raising cancel is reported
 
     def _fail(self, error: Exception) -> None:
+        upstream = self._upstream.take()
         with self._cond:
-            upstream, self._upstream = self._upstream, CANCELLED
             if self._done:
                 return
             self._error = error
@@ -400,8 +394,7 @@ def write_parquet(
         schema: a ``StructType`` or DDL string; inferred from the first batch when omitted.
         max_batches: stop after this many batches (``None``: until the publisher ends).
 
-    Returns:
-        :class:`WriteStats` (rows, batches written, seconds).
+    Returns :class:`WriteStats` (rows, batches written, seconds).
 
     Raises:
         RuntimeError: when called on a thread running an asyncio event loop.
