@@ -1,0 +1,630 @@
+"""The receiving ends the fuzzer drives: two plan-driven subscribers and the four ``to_...``
+adapters, each run by one function ``(made, plan, harness) -> SignalLog``.
+
+Each records what it received in a ``SignalLog`` and notes, when it cancels, how many
+elements had arrived when the cancel returned and how many more may follow: none after a
+cancel made inside a signal on the delivering thread, or while a delivery is held (the
+deliverer re-checks after each element), one after a cancel from anywhere else (the element
+a deliverer may be handing over as the cancel lands: docs/adapters.md, "Cost of block").
+A run that hangs is noted as such (``SignalLog.violations``) after ``TIMEOUT`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable
+from typing import Any, Final
+
+import aioreactive
+from fuzz_log import SignalLog, Spy
+from fuzz_plan import Plan
+from fuzz_sources import Made
+from reactivex import operators as ops
+from reactivex.abc import DisposableBase
+from reactivex.scheduler import NewThreadScheduler
+
+from reactive_streams import UNBOUNDED, BaseSubscriber, Publisher, Subscription
+from reactive_streams.adapters.aioreactive import to_async_observable
+from reactive_streams.adapters.async_iterables import to_async_iterator
+from reactive_streams.adapters.iterables import to_iterator
+from reactive_streams.adapters.rx import to_observable
+
+__all__ = ["SINK_RUNNERS", "TIMEOUT"]
+
+TIMEOUT: Final = 10.0
+"""Seconds a schedule may take to end, or a thread to stop: generous (a busy 2-core machine
+at a 1 µs switch interval); reached only by a run that hangs."""
+
+
+class Harness:
+    """What a schedule's sinks share with the runner: the event loop on its own thread."""
+
+    loop: asyncio.AbstractEventLoop
+
+    def run(self, coroutine: Any) -> concurrent.futures.Future[Any]:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+
+def _source(made: Made, plan: Plan) -> tuple[Publisher[Any], SignalLog | None]:
+    if plan.spy:
+        spy = Spy(made.publisher)
+        return spy, spy.log
+    return made.publisher, None
+
+
+def _subscribe(made: Made, harness: Harness, subscribe: Callable[[], Any]) -> Any:
+    """Subscribe; for an eager source, on the loop, which then sends its first signal at once,
+    before it yields (what a coroutine does right after ``subscribe``)."""
+    if made.first is None:
+        return subscribe()
+    got: list[Any] = []  # not a Future's result: dropping the iterator must free it
+    subscribed = threading.Event()
+    first = made.first
+
+    async def go() -> None:
+        got.append(subscribe())
+        subscribed.set()
+        await first()
+
+    made.tasks.append(harness.run(go()))
+    if not subscribed.wait(TIMEOUT):
+        raise AssertionError(f"subscribe() on the loop did not return in {TIMEOUT}s")
+    return got.pop()
+
+
+# -- the plan-driven subscribers -----------------------------------------------------------------
+
+
+class _Driven:
+    """What the plan's requests and cancels do, whichever subscriber receives the signals."""
+
+    early = False
+    """Other threads may request and cancel before ``on_subscribe`` (``BaseSubscriber``)."""
+
+    def __init__(self, plan: Plan, log: SignalLog) -> None:
+        self.plan = plan
+        self.log = log
+        self.on_subscribed = threading.Event()
+        self.held = threading.Event()
+        self.release = threading.Event()
+        self.cancelled = False  # one-way
+
+    def request(self, n: int) -> None:
+        raise NotImplementedError
+
+    def cancel_now(self) -> None:
+        raise NotImplementedError
+
+    def cancel(self, bound: int) -> None:
+        self.cancelled = True
+        self.cancel_now()
+        self.log.cancelled(bound)
+
+    def subscribed(self) -> None:
+        self.on_subscribed.set()
+        if self.plan.initial:
+            self.request(self.plan.initial)
+        if self.plan.cancel is not None and self.plan.cancel.where == "on_subscribe":
+            self.cancel(0)
+
+    def delivered(self, index: int) -> None:
+        plan = self.plan
+        cancel = plan.cancel
+        if cancel is not None and index == cancel.at:
+            if cancel.where == "on_next":
+                self.cancel(0)
+            elif cancel.where == "held":
+                self.held.set()
+                self.release.wait(TIMEOUT)
+        if plan.every and (index + 1) % plan.every == 0:
+            self.request(plan.size)  # after a cancel too: a no-op (§3.6)
+
+    def stalled(self) -> bool:
+        """Every element requested has arrived (under the log's lock)."""
+        return len(self.log.elements) >= self.log.requested
+
+    def drive(self, subscribe: Callable[[], object]) -> None:
+        """Start the plan's other threads, subscribe, top demand up when it runs dry, and
+        wait for the end (or, after a cancel, for the other threads)."""
+        log = self.log
+        plan = self.plan
+        threads = []
+        requests_done = threading.Event()
+        if plan.others:
+            threads.append(threading.Thread(target=self._requester, args=(requests_done,)))
+        else:
+            requests_done.set()
+        if plan.cancel is not None and plan.cancel.where in ("other", "held"):
+            threads.append(threading.Thread(target=self._canceller))
+        for thread in threads:
+            thread.daemon = True
+            thread.start()
+        subscribe()
+        quiet = lambda: log.terminated or self.cancelled  # noqa: E731
+        dry = lambda: quiet() or (requests_done.is_set() and self.stalled())  # noqa: E731
+        if log.wait(dry, TIMEOUT) and not quiet():
+            self.request(UNBOUNDED)  # the plan's demand ran dry: let the stream end
+        if not log.wait(quiet, TIMEOUT):
+            log.violations.append(f"hang: neither a terminal signal nor a cancel in {TIMEOUT}s")
+        for thread in threads:
+            thread.join(TIMEOUT)
+            if thread.is_alive():
+                log.violations.append("hang: a requesting or cancelling thread never returned")
+        self.release.set()
+
+    def _requester(self, done: threading.Event) -> None:
+        log = self.log
+        after = self.plan.others_after
+        if not self.early:
+            self.on_subscribed.wait(TIMEOUT)
+        log.wait(
+            lambda: (
+                len(log.elements) >= after or log.terminated or self.cancelled or self.stalled()
+            ),
+            TIMEOUT,
+        )
+        for size in self.plan.others:
+            self.request(size)
+        done.set()
+
+    def _canceller(self) -> None:
+        log = self.log
+        cancel = self.plan.cancel
+        assert cancel is not None
+        if not self.early:
+            self.on_subscribed.wait(TIMEOUT)
+        if cancel.where == "held":
+            log.wait(lambda: self.held.is_set() or log.terminated, TIMEOUT)
+            if self.held.is_set():
+                self.cancel(0)
+            self.release.set()
+            return
+        log.wait(
+            lambda: len(log.elements) >= cancel.at or log.terminated or self.cancelled, TIMEOUT
+        )
+        if not log.terminated:
+            self.cancel(1)
+
+
+class PlanSubscriber(_Driven):
+    """The fuzzer's own checking Subscriber: every signal goes through the ``SignalLog``
+    (§1.1, §1.3, §1.7), requests and cancels come from the plan."""
+
+    def __init__(self, plan: Plan) -> None:
+        super().__init__(plan, SignalLog())
+        self.subscription: Subscription | None = None
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        self.log.enter("on_subscribe")
+        try:
+            if self.subscription is not None:
+                self.log.violations.append("§2.12: on_subscribe signalled twice")
+                subscription.cancel()
+                return
+            self.subscription = subscription
+            self.subscribed()
+        finally:
+            self.log.leave()
+
+    def on_next(self, element: Any) -> None:
+        self.log.enter("on_next")
+        try:
+            if self.subscription is None:
+                self.log.violations.append("§1.9: on_next before on_subscribe")
+            self.delivered(self.log.element(element))
+        finally:
+            self.log.leave()
+
+    def on_error(self, error: Exception) -> None:
+        self.log.enter("on_error")
+        try:
+            self.log.end(error)
+        finally:
+            self.log.leave()
+
+    def on_complete(self) -> None:
+        self.log.enter("on_complete")
+        try:
+            self.log.end(None)
+        finally:
+            self.log.leave()
+
+    def request(self, n: int) -> None:
+        subscription = self.subscription
+        assert subscription is not None, "requests follow on_subscribe"
+        self.log.requesting(n)
+        subscription.request(n)
+
+    def cancel_now(self) -> None:
+        subscription = self.subscription
+        assert subscription is not None
+        subscription.cancel()
+
+
+class PlanBaseSubscriber(BaseSubscriber[Any]):
+    """A ``BaseSubscriber`` whose hooks follow the plan; ``request``/``cancel`` are its own."""
+
+    def __init__(self, plan: Plan) -> None:
+        super().__init__()
+        owner = self
+
+        class Driven(_Driven):
+            early = True
+
+            def request(self, n: int) -> None:
+                self.log.requesting(n)
+                owner.request(n)
+
+            def cancel_now(self) -> None:
+                owner.cancel()
+
+        self.driven = Driven(plan, SignalLog())
+        self.log = self.driven.log
+
+    def hook_on_subscribe(self, subscription: Subscription) -> None:
+        self.log.enter("hook_on_subscribe")
+        try:
+            self.driven.subscribed()
+        finally:
+            self.log.leave()
+
+    def hook_on_next(self, element: Any) -> None:
+        self.log.enter("hook_on_next")
+        try:
+            self.driven.delivered(self.log.element(element))
+        finally:
+            self.log.leave()
+
+    def hook_on_error(self, error: Exception) -> None:
+        self.log.enter("hook_on_error")
+        try:
+            self.log.end(error)
+        finally:
+            self.log.leave()
+
+    def hook_on_complete(self) -> None:
+        self.log.enter("hook_on_complete")
+        try:
+            self.log.end(None)
+        finally:
+            self.log.leave()
+
+
+def run_recorder(made: Made, plan: Plan, harness: Harness) -> list[SignalLog]:
+    subscriber = PlanSubscriber(plan)
+    subscriber.drive(
+        lambda: _subscribe(made, harness, lambda: made.publisher.subscribe(subscriber))
+    )
+    return [subscriber.log]
+
+
+def run_base(made: Made, plan: Plan, harness: Harness) -> list[SignalLog]:
+    subscriber = PlanBaseSubscriber(plan)
+    source, spied = _source(made, plan)
+    subscriber.driven.drive(lambda: _subscribe(made, harness, lambda: source.subscribe(subscriber)))
+    return [subscriber.log] + ([spied] if spied else [])
+
+
+# -- to_iterator ---------------------------------------------------------------------------------
+
+
+def run_iterator(made: Made, plan: Plan, harness: Harness) -> list[SignalLog]:
+    source, spied = _source(made, plan)
+    log = SignalLog(count_demand=False)  # demand is the iterator's own: the spy counts it
+    cancel = plan.cancel
+    held, closed_by_other = threading.Event(), threading.Event()
+    box: list[Any] = [_subscribe(made, harness, lambda: to_iterator(source, prefetch=plan.initial))]
+
+    def close(bound: int) -> None:
+        box[0].close()
+        log.cancelled(bound)
+
+    def consume() -> None:
+        index = 0
+        while True:
+            try:
+                value = next(box[0])
+            except StopIteration:
+                if log.cancel_returned_at is None:
+                    log.end(None)
+                return
+            except Exception as exc:
+                log.end(exc)
+                return
+            log.element(value)
+            if cancel is not None and index == cancel.at:
+                if cancel.where == "consumer":
+                    close(0)
+                elif cancel.where == "held":
+                    held.set()
+                    closed_by_other.wait(TIMEOUT)
+                elif cancel.where == "drop":
+                    box.clear()  # the iterator's last reference: it cancels (§3.13)
+                    log.cancelled(0)
+                    return
+            index += 1
+
+    def other() -> None:
+        assert cancel is not None
+        if cancel.where == "held":
+            log.wait(lambda: held.is_set() or log.terminated, TIMEOUT)
+            if held.is_set():
+                close(0)
+            closed_by_other.set()
+        else:
+            log.wait(lambda: len(log.elements) >= cancel.at or log.terminated, TIMEOUT)
+            if not log.terminated:
+                close(1)
+
+    threads = [threading.Thread(target=consume, daemon=True)]
+    if cancel is not None and cancel.where in ("other", "held"):
+        threads.append(threading.Thread(target=other, daemon=True))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(TIMEOUT)
+    if any(thread.is_alive() for thread in threads):
+        log.violations.append(f"hang: the iterator's consumer did not end in {TIMEOUT}s")
+        if box:
+            box[0].close()  # wakes the consumer
+        closed_by_other.set()
+    box.clear()
+    return [log] + ([spied] if spied else [])
+
+
+# -- to_async_iterator ---------------------------------------------------------------------------
+
+
+def run_async_iterator(made: Made, plan: Plan, harness: Harness) -> list[SignalLog]:
+    source, spied = _source(made, plan)
+    log = SignalLog(count_demand=False)
+    cancel = plan.cancel
+
+    async def main() -> None:
+        progress = asyncio.Event()  # set at every element, at the end and when held
+        held = asyncio.Event()
+        released = asyncio.Event()
+        iterator = to_async_iterator(source, prefetch=plan.initial)
+        await iterator.__aenter__()
+        if made.first is not None:
+            await made.first()
+
+        async def consume() -> None:
+            index = 0
+            try:
+                while True:
+                    try:
+                        value = await iterator.__anext__()
+                    except StopAsyncIteration:
+                        if log.cancel_returned_at is None:
+                            log.end(None)
+                        return
+                    except Exception as exc:
+                        log.end(exc)
+                        return
+                    log.element(value)
+                    progress.set()
+                    if cancel is not None and index == cancel.at:
+                        if cancel.where == "consumer":
+                            await iterator.aclose()
+                            log.cancelled(0)
+                        elif cancel.where == "held":
+                            held.set()
+                            progress.set()
+                            await released.wait()
+                    index += 1
+            finally:
+                progress.set()
+
+        consumer = asyncio.get_running_loop().create_task(consume())
+        if cancel is not None and cancel.where in ("other", "held", "task"):
+            while not (
+                consumer.done()
+                or held.is_set()
+                or (cancel.where != "held" and log.count() >= cancel.at)
+            ):
+                progress.clear()
+                await progress.wait()
+            if not consumer.done():
+                if cancel.where == "task":
+                    consumer.cancel()
+                else:
+                    await iterator.aclose()
+                log.cancelled(0 if cancel.where == "held" else 1)
+            released.set()
+        try:
+            await consumer
+        except asyncio.CancelledError:
+            if not (cancel is not None and cancel.where == "task"):
+                raise
+        finally:
+            await iterator.aclose()
+
+    try:
+        harness.run(main()).result(TIMEOUT)
+    except concurrent.futures.TimeoutError:
+        log.violations.append(f"hang: the async iterator's consumer did not end in {TIMEOUT}s")
+    return [log] + ([spied] if spied else [])
+
+
+# -- to_observable -------------------------------------------------------------------------------
+
+
+class _Observer:
+    """An Rx observer noting its calls in a ``SignalLog`` (Rx's grammar is §1.3 and §1.7's)."""
+
+    def __init__(self, plan: Plan, log: SignalLog) -> None:
+        self.plan = plan
+        self.log = log
+        self.held = threading.Event()
+        self.release = threading.Event()
+        self.took = False  # the plan's "on_next" cancel is ops.take: it completes the observer
+
+    def on_next(self, value: Any) -> None:
+        self.log.enter("on_next")
+        try:
+            index = self.log.element(value)
+            cancel = self.plan.cancel
+            if cancel is not None and cancel.where == "held" and index == cancel.at:
+                self.held.set()
+                self.release.wait(TIMEOUT)
+        finally:
+            self.log.leave()
+
+    def on_error(self, error: Exception) -> None:
+        self.log.enter("on_error")
+        try:
+            self.log.end(error)
+        finally:
+            self.log.leave()
+
+    def on_completed(self) -> None:
+        self.log.enter("on_completed")
+        try:
+            cancel = self.plan.cancel
+            if (
+                cancel is not None
+                and cancel.where == "on_next"
+                and self.log.count() == cancel.at + 1
+            ):
+                self.took = True  # ops.take's completion: it disposed upstream first
+                self.log.cancelled(0)
+            else:
+                self.log.end(None)
+        finally:
+            self.log.leave()
+
+
+def run_observable(made: Made, plan: Plan, harness: Harness) -> list[SignalLog]:
+    source, spied = _source(made, plan)
+    log = SignalLog(count_demand=False)
+    observer = _Observer(plan, log)
+    cancel = plan.cancel
+    observable = to_observable(source, prefetch=plan.initial)
+    if cancel is not None and cancel.where == "on_next":
+        observable = observable.pipe(ops.take(cancel.at + 1))  # disposes from inside on_next
+    # A canceller needs the disposable while elements flow: subscribe on a thread of Rx's.
+    threaded = made.first is None and (
+        plan.coin or (cancel is not None and cancel.where in ("other", "held"))
+    )
+    scheduler = NewThreadScheduler() if threaded else None
+    got: list[DisposableBase] = []
+    subscribed = threading.Event()
+
+    def subscribe() -> DisposableBase:
+        disposable = observable.subscribe(observer, scheduler=scheduler)
+        got.append(disposable)
+        subscribed.set()
+        return disposable
+
+    def other() -> None:
+        assert cancel is not None
+        subscribed.wait(TIMEOUT)
+        if cancel.where == "held":
+            log.wait(lambda: observer.held.is_set() or log.terminated, TIMEOUT)
+            if observer.held.is_set():
+                got[0].dispose()
+                log.cancelled(0)
+            observer.release.set()
+        else:
+            log.wait(lambda: len(log.elements) >= cancel.at or log.terminated, TIMEOUT)
+            if not log.terminated:
+                got[0].dispose()
+                log.cancelled(1)
+
+    canceller = None
+    if cancel is not None and cancel.where in ("other", "held"):
+        canceller = threading.Thread(target=other, daemon=True)
+        canceller.start()
+    _subscribe(made, harness, subscribe)
+    if not log.wait(lambda: log.terminated or log.cancel_returned_at is not None, TIMEOUT):
+        log.violations.append(f"hang: the observer heard no end in {TIMEOUT}s")
+    if canceller is not None:
+        canceller.join(TIMEOUT)
+    observer.release.set()
+    if got and log.cancel_returned_at is None and not log.terminated:
+        got[0].dispose()
+    return [log] + ([spied] if spied else [])
+
+
+# -- to_async_observable -------------------------------------------------------------------------
+
+
+def run_async_observable(made: Made, plan: Plan, harness: Harness) -> list[SignalLog]:
+    source, spied = _source(made, plan)
+    log = SignalLog(count_demand=False)
+    cancel = plan.cancel
+
+    async def main() -> None:
+        progress = asyncio.Event()  # set at every element, at the end and when held
+        held = asyncio.Event()
+        released = asyncio.Event()
+        busy = False
+        box: list[Any] = []
+
+        async def asend(value: Any) -> None:
+            nonlocal busy
+            if busy:
+                log.violations.append("§1.3: asend while the previous asend was running")
+            busy = True
+            try:
+                index = log.element(value)
+                progress.set()
+                if cancel is not None and index == cancel.at:
+                    if cancel.where == "on_next":
+                        await box[0].dispose_async()
+                        log.cancelled(0)
+                    elif cancel.where == "held":
+                        held.set()
+                        await released.wait()
+            finally:
+                busy = False
+
+        async def athrow(error: Exception) -> None:
+            log.end(error)
+            progress.set()
+
+        async def aclose() -> None:
+            log.end(None)
+            progress.set()
+
+        observer = aioreactive.AsyncAnonymousObserver(asend, athrow, aclose)
+        observable = to_async_observable(source, prefetch=plan.initial)
+        box.append(await observable.subscribe_async(observer))
+        if made.first is not None:
+            await made.first()
+        if cancel is not None and cancel.where in ("other", "held"):
+            while not (
+                log.terminated
+                or held.is_set()
+                or (cancel.where == "other" and log.count() >= cancel.at)
+            ):
+                progress.clear()
+                await progress.wait()
+            if not log.terminated:
+                await box[0].dispose_async()
+                log.cancelled(0 if cancel.where == "held" else 1)
+            released.set()
+        while not (log.terminated or log.cancel_returned_at is not None):
+            progress.clear()
+            await progress.wait()
+        if log.cancel_returned_at is None:
+            await box[0].dispose_async()
+
+    try:
+        harness.run(main()).result(TIMEOUT)
+    except concurrent.futures.TimeoutError:
+        log.violations.append(f"hang: the async observer heard no end in {TIMEOUT}s")
+    return [log] + ([spied] if spied else [])
+
+
+SINK_RUNNERS: Final[dict[str, Callable[[Made, Plan, Harness], list[SignalLog]]]] = {
+    "recorder": run_recorder,
+    "base": run_base,
+    "iterator": run_iterator,
+    "async_iterator": run_async_iterator,
+    "observable": run_observable,
+    "async_observable": run_async_observable,
+}
