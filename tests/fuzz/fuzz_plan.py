@@ -7,7 +7,9 @@ failing seed is rerun many times (``RS_FUZZ_REPLAY``). The environment variables
 - ``RS_FUZZ_SEED``: the base seed of a run (default: a fresh one, printed on failure);
 - ``RS_FUZZ_COUNT``: schedules per kind (default: 300; the stress variant: 3000);
 - ``RS_FUZZ_REPLAY``: ``kind:sink:seed`` runs that one schedule ``RS_FUZZ_REPEAT`` times
-  (default 200) in the test of its kind, and nothing else.
+  (default 200) in the test of its kind, and nothing else;
+- ``RS_FUZZ_MAX_REPORTED``: a kind stops after this many broken schedules (default 3);
+- ``RS_FUZZ_TALLY``: a file each kind's figures are appended to, a JSON line each.
 """
 
 from __future__ import annotations
@@ -139,7 +141,8 @@ def draw(
     """The schedule of ``seed`` for a publisher of ``kind``; ``pull`` if its source may fail
     (a generator the plan can make raise). ``sink`` fixed, or drawn from the seed."""
     rng = random.Random(f"{kind}:{seed}")
-    chosen = sink if sink is not None else rng.choices(SINKS, SINK_WEIGHTS)[0]
+    drawn = rng.choices(SINKS, SINK_WEIGHTS)[0]  # drawn always: a given sink shifts nothing
+    chosen = drawn if sink is None else sink
     n = rng.choice((0, 1, 2, rng.randint(3, 12), rng.randint(13, 60)))
     if rng.random() < 0.03:
         n = rng.randint(1000, 2100)  # past the batches of 1024 a drain task delivers

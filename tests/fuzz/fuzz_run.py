@@ -78,7 +78,7 @@ class Result:
             f"  outcome: {self.outcome}",
             *(f"  violation: {v}" for v in self.violations),
             f"  rerun: RS_FUZZ_REPLAY={plan.kind}:{plan.sink}:{plan.seed} "
-            f".venv/bin/python -m pytest -p no:cacheprovider tests/fuzz -k {plan.kind}",
+            f".venv/bin/python -m pytest -p no:cacheprovider --runxfail tests/fuzz -k {plan.kind}",
         ]
         return "\n".join(lines)
 
@@ -191,24 +191,30 @@ def _threads_end(before: set[threading.Thread], result: Result) -> None:
         extra[0].join(left)
 
 
-KNOWN: Final = (
-    # An on_error racing a cancel (§1.8, §2.8) is reported naming §1.8 and is no violation.
-    ("reported: reactive_streams: §1.8:", "an on_error racing a cancel, reported as such"),
-    # The same race in from_observable / rx_processor is reported naming §1.7, as if after a
-    # terminal signal. Remove with the xfail mark of
-    # test_an_rx_error_racing_a_cancel_is_reported_as_after_a_cancel once it passes.
-    ("reported: reactive_streams: §1.7: an Rx error after the end", "the rx buffer's §1.7 label"),
-)
+KNOWN: Final = {
+    # An on_error racing a cancel (§1.8, §2.8), reported naming §1.8: no violation.
+    "reported: reactive_streams: §1.8:": "error_racing_cancel",
+    # The same race in from_observable / rx_processor, reported naming §1.7 as if it came
+    # after a terminal signal. Remove this entry with the xfail mark of
+    # test_an_rx_error_racing_a_cancel_is_reported_as_after_a_cancel once that passes.
+    "reported: reactive_streams: §1.7: an Rx error after the end": "rx_error_racing_cancel_as_1_7",
+}
 """Findings that are legitimate, or known and tracked by an xfail test, by the start of the
-violation text; they count only after a cancel that took effect."""
+violation text, with a name for the tally; they count only after a cancel that took effect."""
 
 
 def _sort_known(violations: list[str], log: SignalLog) -> tuple[list[str], list[str]]:
-    """Split off the known findings (only a cancelled run may have them)."""
+    """Split off the known findings (only a cancelled run may have them), by their names."""
     if log.cancel_returned_at is None or log.ended_before_cancel:
         return violations, []
-    known = [v for v in violations if any(v.startswith(start) for start, _ in KNOWN)]
-    return [v for v in violations if v not in known], known
+    left, known = [], []
+    for violation in violations:
+        name = next((n for start, n in KNOWN.items() if violation.startswith(start)), None)
+        if name is None:
+            left.append(violation)
+        else:
+            known.append(name)
+    return left, known
 
 
 def _judge(made: Made, log: SignalLog) -> list[str]:

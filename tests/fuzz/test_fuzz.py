@@ -30,8 +30,9 @@ from reactive_streams.adapters._rx_from import _ObservableSource
 from reactive_streams.adapters.rx import from_observable
 from reactive_streams.testing import RecordingSubscriber, switch_interval
 
-MAX_REPORTED = 3
-"""Stop a kind after this many broken schedules: their reports are enough to start from."""
+MAX_REPORTED = int(os.environ.get("RS_FUZZ_MAX_REPORTED", "3"))
+"""Stop a kind after this many broken schedules: their reports are enough to start from
+(set it high to count every broken schedule of a run)."""
 
 HOT_BLOCK_LOSES = (
     "issue 24 #1: from_observable(hot, overflow='block') subscribes on its own thread after "
@@ -61,7 +62,7 @@ def _run(harness: LoopHarness, kind: str, stress: bool) -> None:
         tally[result.plan.sink] += 1
         tally["switching"] += result.plan.switching
         tally["cancel"] += result.plan.cancel is not None
-        tally["known"] += bool(result.known)
+        tally.update(f"known:{name}" for name in set(result.known))
         if result.violations:
             failures.append(result)
             if len(failures) >= MAX_REPORTED:

@@ -11,7 +11,7 @@ from typing import Any
 import fuzz_run
 import fuzz_sinks
 import pytest
-from fuzz_plan import Cancel, Plan
+from fuzz_plan import Cancel, Plan, draw
 from fuzz_run import LoopHarness, run_plan
 from fuzz_sources import Gen, Made
 
@@ -88,6 +88,13 @@ def _all_then_complete(subscriber: Subscriber[int], n: int) -> None:
     for i in range(3):
         subscriber.on_next(i)
     subscriber.on_complete()
+
+
+def test_a_replayed_schedule_is_the_one_that_broke() -> None:
+    """``RS_FUZZ_REPLAY`` gives the sink; the plan drawn with it is the seed's own."""
+    for seed in range(200):
+        drawn = draw("generator", seed, pull=True)
+        assert draw("generator", seed, pull=True, sink=drawn.sink) == drawn
 
 
 def test_a_correct_publisher_breaks_nothing(harness: LoopHarness) -> None:
