@@ -92,6 +92,11 @@ class SignalLog:
                 self.ended_before_cancel = self.terminated
             self.cond.notify_all()
 
+    def poke(self) -> None:
+        """Wake the waiters: something they look at besides the log changed."""
+        with self.cond:
+            self.cond.notify_all()
+
     # -- waiting -------------------------------------------------------------------------------
 
     @property

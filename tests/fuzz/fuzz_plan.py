@@ -80,6 +80,7 @@ class Plan:
     switching: bool  # run at sys.setswitchinterval(1e-6)
     spy: bool  # a protocol spy between the publisher and a sink that checks nothing itself
     coin: bool  # the sink's own choice (to_observable: subscribe on a thread of Rx's)
+    pair: bool  # two threads at once: the other thread's requests split in two, two cancels
     options: dict[str, int] = field(default_factory=dict)  # the kind's own draws
 
     def describe(self) -> str:
@@ -100,6 +101,8 @@ class Plan:
             parts.append("spy")
         if self.coin:
             parts.append("coin")
+        if self.pair:
+            parts.append("pair")
         parts.extend(f"{k}={v}" for k, v in sorted(self.options.items()))
         return ", ".join(parts)
 
@@ -183,6 +186,7 @@ def draw(
         switching=rng.random() < 0.25,
         spy=chosen != "recorder" and rng.random() < 0.5,
         coin=rng.random() < 0.5,
+        pair=rng.random() < 0.3,
         options=dict(options or {}),
     )
 

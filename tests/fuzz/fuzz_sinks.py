@@ -127,23 +127,33 @@ class _Driven:
 
     def drive(self, subscribe: Callable[[], object]) -> None:
         """Start the plan's other threads, subscribe, top demand up when it runs dry, and
-        wait for the end (or, after a cancel, for the other threads)."""
+        wait for the end (or, after a cancel, for the other threads). With ``plan.pair``,
+        two threads request at once (the sizes split between them), and two cancel at once."""
         log = self.log
         plan = self.plan
         threads = []
-        requests_done = threading.Event()
+        done: list[threading.Event] = []
         if plan.others:
-            threads.append(threading.Thread(target=self._requester, args=(requests_done,)))
-        else:
-            requests_done.set()
+            split = plan.pair and len(plan.others) > 1
+            parts = [plan.others[0::2], plan.others[1::2]] if split else [plan.others]
+            barrier = threading.Barrier(len(parts))
+            for sizes in parts:
+                done.append(threading.Event())
+                target = self._requester
+                threads.append(threading.Thread(target=target, args=(sizes, barrier, done[-1])))
         if plan.cancel is not None and plan.cancel.where in ("other", "held"):
-            threads.append(threading.Thread(target=self._canceller))
+            pair = plan.pair and plan.cancel.where == "other"
+            barrier = threading.Barrier(2 if pair else 1)
+            threads.extend(
+                threading.Thread(target=self._canceller, args=(barrier,))
+                for _ in range(barrier.parties)
+            )
         for thread in threads:
             thread.daemon = True
             thread.start()
         subscribe()
         quiet = lambda: log.terminated or self.cancelled  # noqa: E731
-        dry = lambda: quiet() or (requests_done.is_set() and self.stalled())  # noqa: E731
+        dry = lambda: quiet() or (all(e.is_set() for e in done) and self.stalled())  # noqa: E731
         if log.wait(dry, TIMEOUT) and not quiet():
             self.request(UNBOUNDED)  # the plan's demand ran dry: let the stream end
         if not log.wait(quiet, TIMEOUT):
@@ -154,22 +164,28 @@ class _Driven:
                 log.violations.append("hang: a requesting or cancelling thread never returned")
         self.release.set()
 
-    def _requester(self, done: threading.Event) -> None:
+    def _requester(
+        self, sizes: tuple[int, ...], barrier: threading.Barrier, done: threading.Event
+    ) -> None:
         log = self.log
         after = self.plan.others_after
-        if not self.early:
-            self.on_subscribed.wait(TIMEOUT)
-        log.wait(
-            lambda: (
-                len(log.elements) >= after or log.terminated or self.cancelled or self.stalled()
-            ),
-            TIMEOUT,
-        )
-        for size in self.plan.others:
-            self.request(size)
-        done.set()
+        try:
+            if not self.early:
+                self.on_subscribed.wait(TIMEOUT)
+            log.wait(
+                lambda: (
+                    len(log.elements) >= after or log.terminated or self.cancelled or self.stalled()
+                ),
+                TIMEOUT,
+            )
+            barrier.wait(TIMEOUT)  # with a pair, both threads request at once
+            for size in sizes:
+                self.request(size)
+        finally:
+            done.set()
+            self.log.poke()
 
-    def _canceller(self) -> None:
+    def _canceller(self, barrier: threading.Barrier) -> None:
         log = self.log
         cancel = self.plan.cancel
         assert cancel is not None
@@ -181,9 +197,8 @@ class _Driven:
                 self.cancel(0)
             self.release.set()
             return
-        log.wait(
-            lambda: len(log.elements) >= cancel.at or log.terminated or self.cancelled, TIMEOUT
-        )
+        log.wait(lambda: len(log.elements) >= cancel.at or log.terminated, TIMEOUT)
+        barrier.wait(TIMEOUT)  # with a pair, both threads cancel at once (§3.5)
         if not log.terminated:
             self.cancel(1)
 

@@ -33,6 +33,7 @@ PLAN = Plan(
     switching=False,
     spy=False,
     coin=False,
+    pair=False,
 )
 
 
