@@ -47,7 +47,8 @@ class LoopHarness(Harness):
                     return left
                 await asyncio.wait(left, timeout=deadline - time.monotonic())
 
-        return self.run(settle()).result(2 * TIMEOUT)
+        left: list[asyncio.Task[object]] = self.run(settle()).result(2 * TIMEOUT)
+        return left
 
     def close(self) -> None:
         async def shutdown() -> None:

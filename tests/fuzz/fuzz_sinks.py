@@ -22,7 +22,7 @@ from fuzz_log import SignalLog, Spy
 from fuzz_plan import Plan
 from fuzz_sources import Made
 from reactivex import operators as ops
-from reactivex.abc import DisposableBase
+from reactivex.abc import DisposableBase, ObserverBase
 from reactivex.scheduler import NewThreadScheduler
 
 from reactive_streams import UNBOUNDED, BaseSubscriber, Publisher, Subscription
@@ -152,8 +152,13 @@ class _Driven:
             thread.daemon = True
             thread.start()
         subscribe()
-        quiet = lambda: log.terminated or self.cancelled  # noqa: E731
-        dry = lambda: quiet() or (all(e.is_set() for e in done) and self.stalled())  # noqa: E731
+
+        def quiet() -> bool:
+            return log.terminated or self.cancelled
+
+        def dry() -> bool:
+            return quiet() or (all(e.is_set() for e in done) and self.stalled())
+
         if log.wait(dry, TIMEOUT) and not quiet():
             self.request(UNBOUNDED)  # the plan's demand ran dry: let the stream end
         if not log.wait(quiet, TIMEOUT):
@@ -467,7 +472,7 @@ def run_async_iterator(made: Made, plan: Plan, harness: Harness) -> list[SignalL
 # -- to_observable -------------------------------------------------------------------------------
 
 
-class _Observer:
+class _Observer(ObserverBase[Any]):
     """An Rx observer noting its calls in a ``SignalLog`` (Rx's grammar is §1.3 and §1.7's)."""
 
     def __init__(self, plan: Plan, log: SignalLog) -> None:

@@ -13,10 +13,11 @@ import asyncio
 import inspect
 import random
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncGenerator, Callable, Coroutine, Generator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Final
+from types import AsyncGeneratorType
+from typing import Any, Final, cast
 
 import aioreactive
 import reactivex
@@ -45,7 +46,7 @@ class Made:
     """One publisher of a schedule, and what the judge needs to know about it."""
 
     publisher: Publisher[Any]
-    expected: list[int]
+    expected: list[Any]
     mode: str = "exact"  # "exact" | "prefix" | "subsequence"
     failure_after: int | None = None  # ends with Boom after this many of ``expected``
     may_fail_with: tuple[type[BaseException], ...] = ()  # what else it may end with
@@ -73,7 +74,7 @@ class Gen:
         """Closed: its ``finally`` ran, or ``close()`` came before it started."""
         return self.closed.is_set() or inspect.getgeneratorstate(self.iterator) == "GEN_CLOSED"
 
-    def _run(self) -> Iterator[int]:
+    def _run(self) -> Generator[int, None, None]:
         try:
             for i in range(self.n):
                 if i == self.fail_at:
@@ -96,9 +97,10 @@ class Agen:
 
     def released(self) -> bool:
         """Closed: its ``finally`` ran, or ``aclose()`` came before it started."""
-        return self.closed.is_set() or self.iterator.ag_frame is None
+        agen = cast(AsyncGeneratorType[int, None], self.iterator)
+        return self.closed.is_set() or agen.ag_frame is None
 
-    async def _run(self) -> AsyncIterator[int]:
+    async def _run(self) -> AsyncGenerator[int, None]:
         try:
             for i in range(self.n):
                 if i == self.fail_at:

@@ -63,6 +63,7 @@ def _run(harness: LoopHarness, kind: str, stress: bool) -> None:
         tally["switching"] += result.plan.switching
         tally["cancel"] += result.plan.cancel is not None
         tally.update(f"known:{name}" for name in set(result.known))
+        tally.update(f"broken:{v.split(':')[0]}" for v in {*result.violations})
         if result.violations:
             failures.append(result)
             if len(failures) >= MAX_REPORTED:

@@ -75,7 +75,7 @@ def _run(harness: LoopHarness, publisher: Any, plan: Plan = PLAN, **made: Any) -
 
 
 def _once(action: Callable[[Subscriber[int], int], None]) -> Callable[[Subscriber[int], int], None]:
-    done = []
+    done: list[int] = []
 
     def once(subscriber: Subscriber[int], n: int) -> None:
         if not done:
