@@ -15,9 +15,10 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Final
 
+from fuzz_driven import TIMEOUT, Harness
 from fuzz_log import SignalLog
 from fuzz_plan import Plan, draw, options_rng
-from fuzz_sinks import SINK_RUNNERS, TIMEOUT, Harness
+from fuzz_sinks import SINK_RUNNERS
 from fuzz_sources import PULL, Boom, Made, make
 
 from reactive_streams.testing import switch_interval

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
+import fuzz_driven
 import fuzz_run
 import fuzz_sinks
 import pytest
@@ -165,6 +166,7 @@ def test_an_unended_stream_is_a_hang_and_a_thread_left_running_a_leftover(
     """A publisher that delivers nothing and leaves a thread behind, under short timeouts."""
     monkeypatch.setattr(fuzz_run, "TIMEOUT", 0.5)
     monkeypatch.setattr(fuzz_sinks, "TIMEOUT", 0.5)
+    monkeypatch.setattr(fuzz_driven, "TIMEOUT", 0.5)
     stop = threading.Event()
 
     def leak(subscriber: Subscriber[int], n: int) -> None:
