@@ -26,7 +26,6 @@ from fuzz_sources import KINDS, Boom
 from reactivex.subject import Subject
 
 from reactive_streams import UNBOUNDED
-from reactive_streams.adapters._rx_from import _ObservableSource
 from reactive_streams.adapters.rx import from_observable
 from reactive_streams.testing import RecordingSubscriber, switch_interval
 
@@ -192,6 +191,9 @@ def test_an_rx_error_racing_a_cancel_is_reported_as_after_a_cancel(
     """An Observable's ``on_error`` already on its way when the subscriber cancels is
     reported naming §1.8 (after a cancel), never §1.7 (after a terminal signal: there was
     none)."""
+    # Imported here: a private class, which a fix may move; this test alone would then fail.
+    from reactive_streams.adapters._rx_from import _ObservableSource
+
     subject: Subject[int] = Subject()
     subscriber: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
     from_observable(subject, overflow=overflow).subscribe(subscriber)
