@@ -45,6 +45,7 @@ class _BufferSource(Source[T]):
     """
 
     __slots__ = (
+        "_cancelled",
         "_done",
         "_error",
         "_items",
@@ -60,6 +61,7 @@ class _BufferSource(Source[T]):
         self._pushing = threading.Lock()
         self.queue: deque[T] | None = self._items
         self._done = False
+        self._cancelled = False  # closed before the end: under _pushing
         self._error: Exception | None = None
         self._wake: Callable[[], None] = _nothing
 
@@ -89,8 +91,10 @@ class _BufferSource(Source[T]):
                 self._error = error
                 self._done = True  # set after the error: a poll that sees _done sees _error
         if ended:
-            if error is not None:
-                report_dropped(error, rule="1.7", where="an Rx error after the end")
+            if error is not None:  # after our cancel (§1.8 allows it), else after the end
+                rule = "1.8" if self._cancelled else "1.7"
+                where = "after a cancel" if self._cancelled else "after the end"
+                report_dropped(error, rule=rule, where=f"an Rx error {where}")
             return
         self._wake()
 
@@ -101,6 +105,7 @@ class _BufferSource(Source[T]):
         ``rx_processor`` keeps it). The elements are let go after the lock: a finalizer of
         theirs never runs under it."""
         with self._pushing:
+            self._cancelled = not self._done  # under _pushing
             self._done = True
             dropped = self._items.copy()
             self._items.clear()

@@ -196,10 +196,6 @@ def _threads_end(before: set[threading.Thread], result: Result) -> None:
 KNOWN: Final = {
     # An on_error racing a cancel (§1.8, §2.8), reported naming §1.8: no violation.
     "reported: reactive_streams: §1.8:": "error_racing_cancel",
-    # The same race in from_observable / rx_processor, reported naming §1.7 as if it came
-    # after a terminal signal. Remove this entry with the xfail mark of
-    # test_an_rx_error_racing_a_cancel_is_reported_as_after_a_cancel once that passes.
-    "reported: reactive_streams: §1.7: an Rx error after the end": "rx_error_racing_cancel_as_1_7",
 }
 """Findings that are legitimate, or known and tracked by an xfail test, by the start of the
 violation text, with a name for the tally; they count only after a cancel that took effect."""

@@ -33,12 +33,6 @@ MAX_REPORTED = int(os.environ.get("RS_FUZZ_MAX_REPORTED", "3"))
 """Stop a kind after this many broken schedules: their reports are enough to start from
 (set it high to count every broken schedule of a run)."""
 
-HOT_BLOCK_LOSES = (
-    "issue 24 #1: from_observable(hot, overflow='block') subscribes on its own thread after "
-    "subscribe() returned; what a Subject emits meanwhile is lost"
-)
-
-
 @pytest.fixture(scope="module")
 def harness() -> Iterator[LoopHarness]:
     """One event loop on a thread for all the schedules of this module."""
@@ -96,14 +90,9 @@ def _write_tally(kind: str, base: int, tally: Counter[str], failures: list[Resul
 
 
 def _kinds() -> list[Any]:
-    """Every kind; those with a known open bug expected to break a rule (strict: once fixed,
-    the mark must go)."""
-    return [
-        pytest.param(kind, marks=pytest.mark.xfail(strict=True, reason=HOT_BLOCK_LOSES))
-        if kind == "rx_hot_block"
-        else kind
-        for kind in KINDS
-    ]
+    """Every kind. One with a known open bug gets ``pytest.param(kind,
+    marks=pytest.mark.xfail(strict=True, reason=...))`` here until it is fixed."""
+    return list(KINDS)
 
 
 @pytest.mark.parametrize("kind", _kinds())
@@ -127,7 +116,6 @@ def test_many_random_schedules_keep_the_rules(
 # -- what the schedules found, each reduced to its smallest case ---------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=HOT_BLOCK_LOSES)
 def test_hot_block_keeps_what_a_subject_emits_right_after_subscribe() -> None:
     """A Subject's elements and completion sent right after ``subscribe()`` returns all reach
     the subscriber of the lossless strategy (300 rounds at a 1 µs switch interval)."""
@@ -179,11 +167,6 @@ class _PausedAtCall:
             self._go.wait()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="from_observable and rx_processor report an error that races a cancel as §1.7 "
-    "('an Rx error after the end'); it came after a cancel (§1.8), as the other sinks say",
-)
 @pytest.mark.parametrize("overflow", ["buffer", "drop", "latest", "error"])
 def test_an_rx_error_racing_a_cancel_is_reported_as_after_a_cancel(
     overflow: str, caplog: pytest.LogCaptureFixture
