@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reactive_streams import Publisher, Subscriber, Subscription, publish_on
+from reactive_streams._subscription import require_subscriber
 from reactive_streams.spark.dataframe import from_dataframe, refuse_on_loop
 
 __all__ = [
@@ -279,6 +280,7 @@ class _Metered:
         self._size = size
 
     def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        require_subscriber(subscriber)  # §1.9: refused here, before the wrapper hides it
         self._upstream.subscribe(_MeteredSubscriber(subscriber, self._meter, self._size))
 
 
