@@ -32,9 +32,12 @@ __all__ = [
     "PausedAt",
     "RecordingSubscriber",
     "RecordingSubscription",
+    "REQUEST_PATTERNS",
     "cancelled_while_delivering",
+    "longest_turn",
     "race",
     "switch_interval",
+    "taking_turns",
 ]
 
 T = TypeVar("T")
@@ -453,3 +456,33 @@ def race(*actions: Callable[[], object], timeout: float = 10.0) -> None:
             raise AssertionError(f"race(): an action still runs after {timeout}s")
     if errors:
         raise errors[0]
+
+
+# -- fairness: streams sharing one worker or loop --------------------------------------------
+
+REQUEST_PATTERNS: Final = {
+    "request(1)-from-on_next": 1,
+    "request(16)-every-16th": 16,
+    "UNBOUNDED": UNBOUNDED,
+}
+"""The request patterns a fairness test runs under, by name (``taking_turns``'s ``every``)."""
+
+
+def taking_turns(log: list[str], name: str, every: int) -> RecordingSubscriber[int]:
+    """A recorder that logs ``name`` per element and requests ``every`` from ``on_next`` each
+    time the last ``every`` are used up (``UNBOUNDED``: once, up front). The log is appended
+    to by whichever thread delivers: share it only between streams of one worker or loop."""
+    sub: RecordingSubscriber[int] = RecordingSubscriber(every)
+
+    def turn(element: int) -> None:
+        log.append(name)  # owned: the one worker (or loop) that delivers every stream
+        if every != UNBOUNDED and len(sub.elements) % every == 0:
+            sub.request(every)
+
+    sub.on_next_hook = turn
+    return sub
+
+
+def longest_turn(log: list[str]) -> int:
+    """The most elements one stream got in a row on the shared worker."""
+    return max(len(list(run)) for _, run in itertools.groupby(log))

@@ -32,12 +32,15 @@ from reactive_streams._drain import (
 from reactive_streams._drain import Source as DrainSource
 from reactive_streams.adapters.iterables import from_iterable
 from reactive_streams.testing import (
+    REQUEST_PATTERNS,
     CountedIterable,
     Incomparable,
     PausedAt,
     RecordingSubscriber,
+    longest_turn,
     race,
     switch_interval,
+    taking_turns,
 )
 
 T = TypeVar("T")
@@ -882,30 +885,8 @@ def test_on_loop_closing_mid_stream_fails_the_subscriber() -> None:
 
 # -- fairness: a task's share of a shared worker or loop ---------------------------------------
 
-REQUEST_PATTERNS = {
-    "request(1)-from-on_next": 1,
-    "request(16)-every-16th": 16,
-    "UNBOUNDED": UNBOUNDED,
-}
 
 
-def taking_turns(log: list[str], name: str, every: int) -> RecordingSubscriber[int]:
-    """A recorder that logs ``name`` per element and requests ``every`` from ``on_next`` each
-    time the last ``every`` are used up (``UNBOUNDED``: once, up front)."""
-    sub: RecordingSubscriber[int] = RecordingSubscriber(every)
-
-    def turn(element: int) -> None:
-        log.append(name)  # owned: the one worker (or loop) that delivers every stream
-        if every != UNBOUNDED and len(sub.elements) % every == 0:
-            sub.request(every)
-
-    sub.on_next_hook = turn
-    return sub
-
-
-def longest_turn(log: list[str]) -> int:
-    """The most elements one stream got in a row on the shared worker."""
-    return max(len(list(run)) for _, run in itertools.groupby(log))
 
 
 @pytest.mark.parametrize("every", REQUEST_PATTERNS.values(), ids=list(REQUEST_PATTERNS))

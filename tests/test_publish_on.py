@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -23,11 +22,14 @@ from reactive_streams import (
 from reactive_streams._drain import DrainSubscription
 from reactive_streams.adapters.iterables import from_iterable
 from reactive_streams.testing import (
+    REQUEST_PATTERNS,
     CountedIterable,
     HoldFirst,
     RecordingSubscriber,
     RecordingSubscription,
     cancelled_while_delivering,
+    longest_turn,
+    taking_turns,
 )
 
 T = TypeVar("T")
@@ -778,24 +780,10 @@ def test_spec306_a_deferring_cancel_runs_an_idle_executor_drains_cleanup_there_a
 
 # -- fairness: streams sharing one executor take turns -------------------------------------------
 
-PATTERNS = {"request(1)-from-on_next": 1, "request(16)-every-16th": 16, "UNBOUNDED": UNBOUNDED}
 
 
-def taking_turns(log: list[str], name: str, every: int) -> RecordingSubscriber[int]:
-    """A recorder that logs ``name`` per element and requests ``every`` from ``on_next`` each
-    time the last ``every`` are used up (``UNBOUNDED``: once, up front)."""
-    sub: RecordingSubscriber[int] = RecordingSubscriber(every)
 
-    def turn(element: int) -> None:
-        log.append(name)  # owned: the pool's one thread, which delivers both streams
-        if every != UNBOUNDED and len(sub.elements) % every == 0:
-            sub.request(every)
-
-    sub.on_next_hook = turn
-    return sub
-
-
-@pytest.mark.parametrize("every", PATTERNS.values(), ids=list(PATTERNS))
+@pytest.mark.parametrize("every", REQUEST_PATTERNS.values(), ids=list(REQUEST_PATTERNS))
 def test_two_streams_on_one_worker_take_turns_of_at_most_a_batch(every: int) -> None:
     """Two publish_on streams of 20,000 share a ThreadPoolExecutor(1): a task delivers at
     most 1,024 (the default batch) and gives the thread up, whatever the subscriber's
@@ -814,10 +802,10 @@ def test_two_streams_on_one_worker_take_turns_of_at_most_a_batch(every: int) -> 
     for sub in subs:
         assert sub.completed and sub.elements == list(range(20_000))
         sub.assert_no_violations()
-    assert max(len(list(run)) for _, run in itertools.groupby(log)) <= 1024
+    assert longest_turn(log) <= 1024
 
 
-@pytest.mark.parametrize("every", PATTERNS.values(), ids=list(PATTERNS))
+@pytest.mark.parametrize("every", REQUEST_PATTERNS.values(), ids=list(REQUEST_PATTERNS))
 def test_no_stream_outlives_its_executors_shutdown_by_more_than_a_batch(every: int) -> None:
     """shutdown(cancel_futures=True) from the running stream's on_next: it delivers at most
     the rest of its batch, then fails; the stream waiting its turn fails at once."""

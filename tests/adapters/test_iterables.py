@@ -27,7 +27,14 @@ from reactive_streams import (
     publish_on,
 )
 from reactive_streams.adapters.iterables import from_iterable, to_iterator
-from reactive_streams.testing import Incomparable, RecordingSubscriber, RecordingSubscription
+from reactive_streams.testing import (
+    REQUEST_PATTERNS,
+    Incomparable,
+    RecordingSubscriber,
+    RecordingSubscription,
+    longest_turn,
+    taking_turns,
+)
 
 # -- helpers ------------------------------------------------------------------------------------
 
@@ -298,21 +305,7 @@ def test_from_iterable_on_an_executor_pulls_there() -> None:
 
 # -- from_iterable(executor=...): streams sharing one executor take turns ----------------------
 
-PATTERNS = {"request(1)-from-on_next": 1, "request(16)-every-16th": 16, "UNBOUNDED": UNBOUNDED}
 
-
-def taking_turns(log: list[str], name: str, every: int) -> RecordingSubscriber[int]:
-    """A recorder that logs ``name`` per element and requests ``every`` from ``on_next`` each
-    time the last ``every`` are used up (``UNBOUNDED``: once, up front)."""
-    sub: RecordingSubscriber[int] = RecordingSubscriber(every)
-
-    def turn(element: int) -> None:
-        log.append(name)  # owned: the pool's one thread, which delivers both streams
-        if every != UNBOUNDED and len(sub.elements) % every == 0:
-            sub.request(every)
-
-    sub.on_next_hook = turn
-    return sub
 
 
 def numbers(n: int) -> Iterator[int]:
@@ -320,7 +313,7 @@ def numbers(n: int) -> Iterator[int]:
     yield from range(n)
 
 
-@pytest.mark.parametrize("every", PATTERNS.values(), ids=list(PATTERNS))
+@pytest.mark.parametrize("every", REQUEST_PATTERNS.values(), ids=list(REQUEST_PATTERNS))
 @pytest.mark.parametrize("source", [range, numbers], ids=["range", "generator"])
 def test_from_iterable_streams_on_one_worker_take_turns_of_at_most_a_batch(
     source: Callable[[int], Iterable[int]], every: int
@@ -341,10 +334,10 @@ def test_from_iterable_streams_on_one_worker_take_turns_of_at_most_a_batch(
     for sub in subs:
         assert sub.completed and sub.elements == list(range(20_000))
         sub.assert_no_violations()
-    assert max(len(list(run)) for _, run in itertools.groupby(log)) <= 1024
+    assert longest_turn(log) <= 1024
 
 
-@pytest.mark.parametrize("every", PATTERNS.values(), ids=list(PATTERNS))
+@pytest.mark.parametrize("every", REQUEST_PATTERNS.values(), ids=list(REQUEST_PATTERNS))
 def test_from_iterable_outlives_its_executors_shutdown_by_a_batch_at_most(every: int) -> None:
     """shutdown(cancel_futures=True) from the running stream's on_next: it delivers at most
     the rest of its batch, then fails and closes its generator; the stream waiting its turn
