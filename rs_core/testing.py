@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from types import FrameType, FunctionType
 from typing import Any, Final, Generic, TypeVar
@@ -35,6 +36,8 @@ __all__ = [
     "REQUEST_PATTERNS",
     "cancelled_while_delivering",
     "longest_turn",
+    "shutting_down",
+    "stack_depth",
     "race",
     "switch_interval",
     "taking_turns",
@@ -486,3 +489,32 @@ def taking_turns(log: list[str], name: str, every: int) -> RecordingSubscriber[i
 def longest_turn(log: list[str]) -> int:
     """The most elements one stream got in a row on the shared worker."""
     return max(len(list(run)) for _, run in itertools.groupby(log))
+
+
+def shutting_down(
+    log: list[str], every: int, executor: Executor, at: int = 2
+) -> tuple[RecordingSubscriber[int], RecordingSubscriber[int]]:
+    """Two :func:`taking_turns` recorders, ``"running"`` and ``"queued"``; the running one
+    calls ``executor.shutdown(wait=False, cancel_futures=True)`` from ``on_next`` at the
+    element ``at``, for a test of what a stream does once its executor is gone."""
+    running, queued = taking_turns(log, "running", every), taking_turns(log, "queued", every)
+    turn = running.on_next_hook
+    assert turn is not None
+
+    def shut_down(element: int) -> None:
+        turn(element)
+        if element == at:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    running.on_next_hook = shut_down
+    return running, queued
+
+
+def stack_depth() -> int:
+    """The number of frames on the calling thread's stack (a test of recursion bounds)."""
+    depth = 0
+    frame: FrameType | None = sys._getframe()
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return depth

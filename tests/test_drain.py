@@ -39,7 +39,8 @@ from reactive_streams.testing import (
     RecordingSubscriber,
     longest_turn,
     race,
-    switch_interval,
+    shutting_down,
+    stack_depth,
     taking_turns,
 )
 
@@ -142,24 +143,7 @@ def start(
     return drain, sub
 
 
-@pytest.fixture(params=[None, 1e-6], ids=["default-switching", "switching-every-1us"])
-def switching(request: pytest.FixtureRequest) -> Iterator[float | None]:
-    """Run a race at the default switch interval, and again at 1e-6 s (restored after)."""
-    if request.param is None:
-        yield None
-        return
-    with switch_interval(request.param):
-        yield request.param
 
-
-def stack_depth() -> int:
-    """The number of frames on the current stack."""
-    depth = 0
-    frame = sys._getframe()
-    while frame is not None:
-        depth += 1
-        frame = frame.f_back  # type: ignore[assignment]
-    return depth
 
 
 # -- emission -----------------------------------------------------------------------------------
@@ -931,16 +915,7 @@ def test_no_stream_outlives_its_executors_shutdown_by_more_than_a_batch(every: i
     gate = threading.Event()
     pool.submit(gate.wait, 10)
     log: list[str] = []
-    running, queued = taking_turns(log, "running", every), taking_turns(log, "queued", every)
-    turn = running.on_next_hook
-    assert turn is not None
-
-    def shut_down_at_the_third(element: int) -> None:
-        turn(element)
-        if element == 2:
-            pool.shutdown(wait=False, cancel_futures=True)
-
-    running.on_next_hook = shut_down_at_the_third
+    running, queued = shutting_down(log, every, pool)  # at the third element
     sources = [PullSource(range(1000)), PullSource(range(1000))]
     for source, sub in zip(sources, (running, queued), strict=True):
         start(source, sub, OnExecutor(pool, batch))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 import itertools
 import logging
-import sys
 import threading
 import weakref
 from collections import deque
@@ -20,29 +19,12 @@ from reactive_streams import UNBOUNDED, IllegalRequestError
 from reactive_streams._drain import EMPTY, END, INLINE, DrainPolicy, DrainSubscription, OnExecutor
 from reactive_streams._drain import Source as DrainSource
 from reactive_streams._lease import EmitterLease
-from reactive_streams.testing import PausedAt, RecordingSubscriber, race, switch_interval
+from reactive_streams.testing import PausedAt, RecordingSubscriber, race, stack_depth
 
 T = TypeVar("T")
 
 
-@pytest.fixture(params=[None, 1e-6], ids=["default-switching", "switching-every-1us"])
-def switching(request: pytest.FixtureRequest) -> Iterator[float | None]:
-    """Run a race at the default switch interval, and again at 1e-6 s (restored after)."""
-    if request.param is None:
-        yield None
-        return
-    with switch_interval(request.param):
-        yield request.param
 
-
-def stack_depth() -> int:
-    """The number of frames on the current stack."""
-    depth = 0
-    frame = sys._getframe()
-    while frame is not None:
-        depth += 1
-        frame = frame.f_back  # type: ignore[assignment]
-    return depth
 
 
 # -- a source that leases ------------------------------------------------------------------------

@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import gc
-import sys
 import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -21,19 +19,6 @@ from reactive_streams._loop import (
     start_eagerly,
     start_task,
 )
-
-
-@pytest.fixture(params=[None, 1e-6], ids=["default switching", "switch every 1us"])
-def switching(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Runs a race at the default switch interval, and at sys.setswitchinterval(1e-6)."""
-    before = sys.getswitchinterval()
-    if request.param is not None:
-        sys.setswitchinterval(request.param)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
-
 
 # -- where a loop-bound publisher runs ------------------------------------------------------------
 

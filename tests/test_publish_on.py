@@ -29,6 +29,7 @@ from reactive_streams.testing import (
     RecordingSubscription,
     cancelled_while_delivering,
     longest_turn,
+    shutting_down,
     taking_turns,
 )
 
@@ -813,16 +814,7 @@ def test_no_stream_outlives_its_executors_shutdown_by_more_than_a_batch(every: i
     gate = threading.Event()
     pool.submit(gate.wait, 10)
     log: list[str] = []
-    running, queued = taking_turns(log, "running", every), taking_turns(log, "queued", every)
-    turn = running.on_next_hook
-    assert turn is not None
-
-    def shut_down_at_the_third(element: int) -> None:
-        turn(element)
-        if element == 2:
-            pool.shutdown(wait=False, cancel_futures=True)
-
-    running.on_next_hook = shut_down_at_the_third
+    running, queued = shutting_down(log, every, pool)  # at the third element
     for sub in (running, queued):
         publish_on(from_iterable(range(20_000)), pool).subscribe(sub)
     gate.set()

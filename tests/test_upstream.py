@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import gc
 import logging
-import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -94,16 +93,6 @@ def on_thread(action: Callable[[], object]) -> None:
     assert not thread.is_alive(), "the other thread waited for this one"
 
 
-@pytest.fixture(params=["default", "1e-6"], ids=["switch-default", "switch-1e-6"])
-def switching(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Run at the default switch interval, then with a thread switch at every chance."""
-    interval = sys.getswitchinterval()
-    if request.param == "1e-6":
-        sys.setswitchinterval(1e-6)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(interval)
 
 
 # -- accepting one subscription (§2.5) ------------------------------------------------------------

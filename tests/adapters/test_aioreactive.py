@@ -15,7 +15,7 @@ from typing import Any
 import aioreactive as rx
 import pytest
 from aioreactive import AsyncAnonymousObserver, AsyncObservable, AsyncObserver
-from asyncio_helpers import ManualPublisher, on_loop_result, running_loop, settle, switch_interval
+from asyncio_helpers import ManualPublisher, on_loop_result, running_loop, settle
 from expression.system import AsyncDisposable
 
 from reactive_streams import UNBOUNDED, checked
@@ -34,11 +34,6 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
         yield event_loop
 
 
-@pytest.fixture(params=[None, 1e-6], ids=["default switching", "switch every 1us"])
-def switching(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Runs an adversarial race twice: as is, and at sys.setswitchinterval(1e-6)."""
-    with switch_interval(request.param):
-        yield
 
 
 class AwaitingSource(AsyncObservable[int]):

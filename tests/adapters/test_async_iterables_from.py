@@ -21,7 +21,6 @@ from asyncio_helpers import (
     on_loop_result,
     running_loop,
     settle,
-    switch_interval,
 )
 
 from reactive_streams import UNBOUNDED, checked, publish_on
@@ -36,11 +35,6 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
         yield event_loop
 
 
-@pytest.fixture(params=[None, 1e-6], ids=["default switching", "switch every 1us"])
-def switching(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Runs an adversarial race twice: as is, and at sys.setswitchinterval(1e-6)."""
-    with switch_interval(request.param):
-        yield
 
 
 # -- pulled as far as demand reaches -----------------------------------------------------------

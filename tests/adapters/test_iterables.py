@@ -33,6 +33,7 @@ from reactive_streams.testing import (
     RecordingSubscriber,
     RecordingSubscription,
     longest_turn,
+    shutting_down,
     taking_turns,
 )
 
@@ -346,16 +347,7 @@ def test_from_iterable_outlives_its_executors_shutdown_by_a_batch_at_most(every:
     gate = threading.Event()
     pool.submit(gate.wait, 10)
     log: list[str] = []
-    running, queued = taking_turns(log, "running", every), taking_turns(log, "queued", every)
-    turn = running.on_next_hook
-    assert turn is not None
-
-    def shut_down_at_the_third(element: int) -> None:
-        turn(element)
-        if element == 2:
-            pool.shutdown(wait=False, cancel_futures=True)
-
-    running.on_next_hook = shut_down_at_the_third
+    running, queued = shutting_down(log, every, pool)  # at the third element
     sources = [Counting(20_000), Counting(20_000)]
     for source, sub in zip(sources, (running, queued), strict=True):
         from_iterable(source(), executor=pool).subscribe(sub)
