@@ -422,6 +422,9 @@ class DrainSubscription(Generic[T]):
                 if sink is not None:
                     if not self._fill(source, sink, round_, n):
                         return -1
+                elif queue is not None:
+                    if not self._pop_each(source, round_, subscriber.on_next):
+                        return -1
                 elif self._each(source, round_, n, subscriber.on_next) < 0:
                     return -1
                 emitted += n
@@ -463,6 +466,23 @@ class DrainSubscription(Generic[T]):
             self._fail(None)
             return -1
         return emitted
+
+    def _pop_each(
+        self, source: Source[T], popped: Iterable[T], on_next: Callable[[T], None]
+    ) -> bool:
+        """Deliver a round popped from a source's queue, one ``on_next`` each: ``_each``
+        without its checks, as a queue holds elements only (None was refused on the way in,
+        §2.13) and the round's length is known. False once terminated (§2.13, §3.12)."""
+        for value in popped:
+            try:
+                on_next(value)
+            except Exception as exc:  # §2.13: the subscriber counts as cancelled
+                self._subscriber_failed(source, exc)
+                return False
+            if self._cancelled:  # cancel() from on_next or another thread (§3.12)
+                self._stop_cancelled(source)
+                return False
+        return True
 
     def _fill(self, source: Source[T], sink: QueueSink[T], values: Iterable[T], n: int) -> bool:
         """Append the ``n`` ``values`` to a fused sink in one ``extend`` and wake its consumer

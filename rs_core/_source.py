@@ -44,7 +44,8 @@ class Source(Generic[T]):
     A queue-backed source may instead expose its ``collections.deque`` as ``queue``: the drain
     pops it directly, in rounds of at most ``until_replenish``, reports each with
     ``consumed(n)`` (queue fusion, as in Reactor) and calls ``want(n)`` when it ran dry with
-    demand left; ``poll`` still serves the terminal check.
+    demand left; ``poll`` still serves the terminal check. A queue holds elements only:
+    the source refuses ``None`` on the way in (§2.13), and the drain delivers it unchecked.
     """
 
     __slots__ = ()
