@@ -2,7 +2,8 @@
 
 The Publisher signals a bounded prefetch queue from any thread; the consumer's loop is woken
 through a loop-side future (``call_soon_threadsafe`` from elsewhere). Dropping the iterator,
-``aclose()``, leaving ``async with`` or cancelling the consuming task cancel the subscription.
+``aclose()``, leaving ``async with``, cancelling the consuming task or a ``timeout`` cancel the
+subscription.
 How the hand-off is shaped and what it costs: docs/adapters.md.
 """
 
@@ -20,7 +21,7 @@ from typing import Final, Generic, TypeVar, final
 from reactive_streams._drain import EMPTY, END, _Marker
 from reactive_streams._loop import BATCH, on_loop
 from reactive_streams._prefetch import PrefetchQueue
-from reactive_streams._subscription import report_dropped, require_publisher
+from reactive_streams._subscription import report_dropped, require_publisher, require_timeout
 from reactive_streams.api import Publisher
 
 __all__ = ["AsyncPublisherIterator", "to_async_iterator"]
@@ -149,7 +150,7 @@ _PRIMED: Final = _Marker("PRIMED")
 """What ``_iterate`` yields first, to ``_without_loop_finalizer`` alone."""
 
 
-async def _iterate(window: _Window[T]) -> AsyncGenerator[T, None]:
+async def _iterate(window: _Window[T], timeout: float | None) -> AsyncGenerator[T, None]:
     """The generator behind :class:`AsyncPublisherIterator`: ``async for`` calls its C-level
     ``__anext__`` (an async generator's ``asend``), about 0.06 µs an element cheaper than a
     class's coroutine ``__anext__``.
@@ -157,7 +158,9 @@ async def _iterate(window: _Window[T]) -> AsyncGenerator[T, None]:
     Queued elements are handed over a round at a time (at most ``until_replenish``, so the
     next request goes out when it is due), popped by a C iterator; their consumption is
     reported when the round has been handed over, so the elements in the generator's hands
-    still count as requested ahead (§1.1 bound)."""
+    still count as requested ahead (§1.1 bound). A ``timeout`` counts from the first empty
+    poll of each ``__anext__``: asyncio's own, on the loop-side future, which carries no
+    element, so an element that lands as it fires is found by the poll after it."""
     yield _PRIMED  # type: ignore[misc]  # taken by _without_loop_finalizer, never iterated
     try:
         if window.phase == _NEW:
@@ -166,6 +169,8 @@ async def _iterate(window: _Window[T]) -> AsyncGenerator[T, None]:
         items = queue.queue
         popleft = deque.popleft
         ran = 0  # handed over since this task last suspended
+        deadline: float | None = None  # of the __anext__ waiting now, once it has to wait
+        expired = False  # that deadline's timeout fired
         while True:
             n = len(items)
             if n:  # the fast path: what is queued, without a Python call per element
@@ -174,6 +179,7 @@ async def _iterate(window: _Window[T]) -> AsyncGenerator[T, None]:
                     n = every
                 for value in map(popleft, repeat(items, n)):  # never ==, unlike iter()
                     yield value
+                deadline = None
                 queue.consumed(n)  # replenishes at the limit: at most prefetch ahead
                 ran += n
                 if ran >= BATCH:
@@ -196,12 +202,30 @@ async def _iterate(window: _Window[T]) -> AsyncGenerator[T, None]:
                 return
             if polled is not EMPTY:
                 yield polled  # type: ignore[misc]
+                deadline = None
                 continue
+            if timeout is not None:
+                if deadline is None:
+                    deadline = window.loop.time() + timeout
+                elif expired or window.loop.time() >= deadline:  # nothing queued (just
+                    # polled) and the stream not over
+                    window.close()  # §3.12: cancels upstream (a generator is closed)
+                    raise TimeoutError(
+                        f"to_async_iterator(): no element or end within timeout={timeout} s; "
+                        "upstream cancelled"
+                    )
             queue.want(1)  # ran dry: the upstream may refill the whole window now
             waiter = signal.arm()
             if waiter is not None:  # else a signal arrived since clear(): look again
                 ran = 0
-                await waiter
+                if deadline is None:
+                    await waiter
+                else:
+                    try:
+                        async with asyncio.timeout_at(deadline):
+                            await waiter
+                    except TimeoutError:  # poll again: an element that came as it fired
+                        expired = True  # is handed over, never dropped
                 if window.phase == _CLOSED:  # aclose() from another task meanwhile: an
                     return  # element appended after its clear (a producer that was past
                     # the queue's closed check) is never handed over (§3.12)
@@ -242,14 +266,22 @@ class AsyncPublisherIterator(Generic[T]):
     exit, and dropping the iterator (``break``) cancel the subscription (§3.12, §3.13). It
     never blocks the loop: waiting is ``await`` on a future resolved from the signalling
     thread via ``call_soon_threadsafe``. ``async for`` runs its generator directly.
+
+    With a ``timeout``, an ``__anext__`` that finds nothing queued and waits that long for an
+    element or the end cancels upstream (§3.12) and raises ``TimeoutError``; the iterator is
+    then closed (later ``__anext__`` calls raise ``StopAsyncIteration``). Queued elements are
+    always handed over first.
     """
 
     __slots__ = ("__weakref__", "_agen", "_window")
 
-    def __init__(self, publisher: Publisher[T], prefetch: int = 256) -> None:
+    def __init__(
+        self, publisher: Publisher[T], prefetch: int = 256, timeout: float | None = None
+    ) -> None:
         require_publisher(publisher, "to_async_iterator()")
+        seconds = require_timeout(timeout, "to_async_iterator()")
         self._window: _Window[T] = _Window(publisher, prefetch)
-        self._agen = _without_loop_finalizer(_iterate(self._window))
+        self._agen = _without_loop_finalizer(_iterate(self._window, seconds))
 
     @property
     def subscriber(self) -> PrefetchQueue[T]:
@@ -282,13 +314,19 @@ class AsyncPublisherIterator(Generic[T]):
         await self.aclose()
 
 
-def to_async_iterator(publisher: Publisher[T], *, prefetch: int = 256) -> AsyncPublisherIterator[T]:
+def to_async_iterator(
+    publisher: Publisher[T], *, prefetch: int = 256, timeout: float | None = None
+) -> AsyncPublisherIterator[T]:
     """Iterate ``publisher`` with ``async for``, at most ``prefetch`` elements in flight (§1.1).
 
     Args:
         publisher: any Publisher, signalling on any thread.
         prefetch: the most elements requested ahead of consumption; 75% of it is re-requested
             each time that many were consumed. Not a positive int: ``ValueError``.
+        timeout: seconds each ``__anext__`` may wait for an element or the end, counted from
+            when it starts to wait (per element, like Reactor's ``timeout()``); then upstream
+            is cancelled (§3.12) and ``TimeoutError`` raised. ``None``: no limit. Not a finite
+            number > 0: ``TypeError`` or ``ValueError``. The loop is never blocked.
 
     The iterator subscribes on the first ``__anext__`` or on ``async with``, on the running
     loop; ``break``, ``aclose()``, leaving ``async with`` or cancelling the task cancel the
@@ -302,5 +340,5 @@ def to_async_iterator(publisher: Publisher[T], *, prefetch: int = 256) -> AsyncP
         >>> asyncio.run(main())
         ['a', 'b', 'c']
     """
-    return AsyncPublisherIterator(publisher, prefetch)
+    return AsyncPublisherIterator(publisher, prefetch, timeout)
 

@@ -7,22 +7,23 @@
   elements requested ahead of consumption (replenishing at 75%). Signals may arrive on any
   thread; the consuming thread blocks in ``__next__``, so never call it on a running event
   loop (use ``reactive_streams.adapters.async_iterables.to_async_iterator`` there).
-  ``close()``, leaving a ``with`` block, or dropping the iterator (its last reference) cancels
-  the subscription.
+  ``close()``, leaving a ``with`` block, dropping the iterator (its last reference), or a
+  ``next()`` that waited ``timeout`` seconds for nothing cancels the subscription.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from types import TracebackType
-from typing import Final, Generic, TypeVar, final
+from typing import Final, Generic, NoReturn, TypeVar, final
 
 from reactive_streams._drain import EMPTY, END, OnExecutor
 from reactive_streams._loop import running_loop
 from reactive_streams._prefetch import PrefetchQueue
-from reactive_streams._subscription import require_publisher
+from reactive_streams._subscription import require_publisher, require_timeout
 from reactive_streams.api import Publisher
 from reactive_streams.publishers._iterable import IterablePublisher
 
@@ -75,6 +76,10 @@ class BlockingIterator(Generic[T]):
     publisher holds refers back to it, so a hot publisher that keeps its subscriber does
     not keep the iterator alive.
 
+    With a ``timeout``, a ``next()`` that finds nothing queued and waits that long for an
+    element or the end cancels upstream (§3.12) and raises ``TimeoutError``; the iterator is
+    then closed. Queued elements are always returned first.
+
     Iterate it from one thread at a time, like a generator (the per-element path takes no
     lock); ``close()`` may be called from any thread and wakes every blocked ``next()``.
     """
@@ -86,12 +91,16 @@ class BlockingIterator(Generic[T]):
         "_pending",
         "_popleft",
         "_queue",
+        "_timeout",
         "_wakeup",
     )
 
-    def __init__(self, publisher: Publisher[T], prefetch: int) -> None:
+    def __init__(
+        self, publisher: Publisher[T], prefetch: int, timeout: float | None = None
+    ) -> None:
         self._queue: PrefetchQueue[T] = PrefetchQueue(prefetch)  # validates prefetch
         require_publisher(publisher, "to_iterator()")
+        self._timeout = require_timeout(timeout, "to_iterator()")
         # The queue's wake: an Event, never a method of ours, so the queue (which the
         # publisher may hold) does not keep this iterator alive and __del__ cancels (§3.13).
         # set() wakes every waiter.
@@ -141,6 +150,8 @@ class BlockingIterator(Generic[T]):
         if self._pending:  # report what the fast path consumed before waiting for more
             pending, self._pending = self._pending, 0
             self._report(self._queue.consumed, pending)
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
+        expired = False
         while True:
             if self._closed:
                 raise StopIteration
@@ -158,8 +169,22 @@ class BlockingIterator(Generic[T]):
                 return value  # type: ignore[return-value]
             if running_loop() is not None:
                 raise RuntimeError(_NOT_ON_LOOP)
+            left = None
+            if deadline is not None:
+                left = min(deadline - time.monotonic(), threading.TIMEOUT_MAX)
+                if expired or left <= 0:  # nothing queued (just polled), not over: give up
+                    self._time_out()
             self._report(queue.want, 1)  # ran dry: the upstream may refill the whole window
-            self._wakeup.wait()
+            # Then poll again, timed out or not: an element that came as the wait timed out
+            # is returned, never dropped.
+            expired = not self._wakeup.wait(left)
+
+    def _time_out(self) -> NoReturn:
+        self.close()  # §3.12: cancels upstream (a generator is closed), drops what came since
+        raise TimeoutError(
+            f"to_iterator(): no element or end within timeout={self._timeout} s; "
+            "upstream cancelled"
+        )
 
     def close(self) -> None:
         """Cancel the subscription; further ``next()`` calls raise ``StopIteration``."""
@@ -184,23 +209,31 @@ class BlockingIterator(Generic[T]):
             queue.close()
 
 
-def to_iterator(publisher: Publisher[T], *, prefetch: int = 256) -> BlockingIterator[T]:
+def to_iterator(
+    publisher: Publisher[T], *, prefetch: int = 256, timeout: float | None = None
+) -> BlockingIterator[T]:
     """Iterate ``publisher`` in a blocking ``for`` loop, with at most ``prefetch`` in flight.
 
     Args:
         publisher: any Publisher.
         prefetch: the most elements requested ahead of consumption; 75% is re-requested
             each time that many were consumed.
+        timeout: seconds each ``next()`` may wait for an element or the end, counted from
+            when it starts to wait (per element, like Reactor's ``timeout()``); ``None``
+            waits for ever. A synchronous publisher's own work on this thread is not cut.
 
     Returns:
         A :class:`BlockingIterator`; ``close()`` or a ``with`` block cancels.
 
     Raises:
+        TypeError, ValueError: ``timeout`` is not ``None`` or a finite number > 0.
         RuntimeError: from ``next()`` when it would block on a running event loop's thread.
+        TimeoutError: from ``next()`` after ``timeout``; upstream is cancelled (§3.12), and
+            later ``next()`` calls raise ``StopIteration``.
 
     Example:
         >>> with to_iterator(from_iterable("abc"), prefetch=2) as it:
         ...     next(it)
         'a'
     """
-    return BlockingIterator(publisher, prefetch)
+    return BlockingIterator(publisher, prefetch, timeout)

@@ -6,6 +6,8 @@ place where an error that cannot be signalled any more is reported (Reactor's on
 from __future__ import annotations
 
 import logging
+import math
+import numbers
 import reprlib
 import sys
 import threading
@@ -126,6 +128,26 @@ def require_publisher(publisher: object, who: str) -> None:
         raise TypeError(
             f"{who} requires a Publisher (an object with subscribe(subscriber)), got {got}"
         )
+
+
+def require_timeout(timeout: object, who: str) -> float | None:
+    """``who``'s ``timeout``: ``None`` (wait for ever) or a finite number of seconds > 0,
+    returned as a float; anything else is a ``TypeError`` (not a number, or a bool) or a
+    ``ValueError`` (not finite, or not > 0) at the call, naming ``timeout``."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise TypeError(
+            f"{who}: timeout must be None or a number of seconds, got "
+            f"{type(timeout).__name__} {_REPR.repr(timeout)}"
+        )
+    try:
+        seconds = float(timeout)
+    except OverflowError:  # an int too large for a float: not finite either
+        seconds = math.inf
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"{who}: timeout must be a finite number of seconds > 0, got {timeout!r}")
+    return seconds
 
 
 def require_subscription(subscription: object) -> None:
