@@ -6,8 +6,10 @@ import asyncio
 import gc
 import itertools
 import logging
+import random
 import threading
-from collections.abc import AsyncGenerator, Iterator
+import time
+from collections.abc import AsyncGenerator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -581,3 +583,244 @@ class TestErrors:
             to_async_iterator(None)  # type: ignore[arg-type]
         with pytest.raises(ValueError):
             to_async_iterator(from_iterable([1]), prefetch=0)
+
+
+# -- timeout: each __anext__'s wait bounded, then upstream cancelled ---------------------------
+
+TIMES_OUT = 0.05  # where a test asserts that a timeout happened (a slow machine only waits longer)
+NEVER = 30.0  # where a test asserts that no timeout happens
+
+
+class _CountsCancels(RecordingSubscription):
+    """A RecordingSubscription that also counts its cancels (from any thread)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancels = 0
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancels += 1
+        super().cancel()
+
+
+def _counting() -> tuple[ManualPublisher, _CountsCancels]:
+    pub = ManualPublisher()
+    pub.subscription = subscription = _CountsCancels()
+    return pub, subscription
+
+
+class _LandsAsItFires:
+    """``asyncio.timeout_at``'s context manager, but when it times out ``arrive()`` runs
+    first: an element lands exactly as the timeout fires."""
+
+    def __init__(self, timeout: Any, arrive: Callable[[], None]) -> None:
+        self._timeout = timeout
+        self._arrive = arrive
+
+    async def __aenter__(self) -> Any:
+        return await self._timeout.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        try:
+            return await self._timeout.__aexit__(*exc)
+        except TimeoutError:
+            self._arrive()
+            raise
+
+
+class TestTimeout:
+    """timeout=: each __anext__ waits at most that long for an element or the end, then
+    upstream is cancelled (§3.12) and TimeoutError raised; the loop is never blocked."""
+
+    @pytest.mark.asyncio
+    async def test_a_silent_publisher_times_out_and_is_cancelled(self) -> None:
+        """A publisher that never signals after on_subscribe: __anext__ raises TimeoutError
+        naming the timeout, upstream is cancelled once, and every later __anext__ raises
+        StopAsyncIteration."""
+        asyncio.get_running_loop().set_debug(True)
+        pub, subscription = _counting()
+        it = to_async_iterator(pub, timeout=TIMES_OUT)
+        message = (
+            r"^to_async_iterator\(\): no element or end within timeout=0\.05 s; "
+            r"upstream cancelled$"
+        )
+        with pytest.raises(TimeoutError, match=message):
+            await anext(it)
+        assert subscription.cancels == 1
+        for _ in range(2):
+            with pytest.raises(StopAsyncIteration):
+                await anext(it)
+        assert subscription.cancels == 1
+
+    @pytest.mark.asyncio
+    async def test_elements_then_silence_closes_the_async_generator(self) -> None:
+        """An async generator that yields three elements, then waits for ever: the three
+        come first, even taken long after they were queued (a timeout fires only on an
+        empty queue), then TimeoutError; the cancel aclose()s the generator (§3.13)."""
+        closed = asyncio.Event()
+
+        async def three_then_silence() -> AsyncGenerator[int, None]:
+            try:
+                for i in range(3):
+                    yield i
+                await asyncio.Event().wait()
+            finally:
+                closed.set()
+
+        agen = three_then_silence()  # held here: only a cancel can close it
+        it = to_async_iterator(from_async_iterable(agen), prefetch=8, timeout=TIMES_OUT)
+        await it.__aenter__()
+        await asyncio.sleep(2 * TIMES_OUT)  # longer than the timeout: the three are queued
+        assert [await anext(it) for _ in range(3)] == [0, 1, 2]
+        with pytest.raises(TimeoutError, match=r"timeout=0\.05 s"):
+            await anext(it)
+        await asyncio.wait_for(closed.wait(), 5)
+        assert agen.ag_frame is None  # type: ignore[attr-defined]
+
+    @pytest.mark.asyncio
+    async def test_the_timeout_counts_from_each_wait(self) -> None:
+        """The timeout bounds each __anext__'s wait from when it starts (per element, like
+        Reactor's timeout()): one called long after the element before it still waits the
+        whole timeout before it gives up."""
+        pub, subscription = _counting()
+        it = to_async_iterator(pub, timeout=TIMES_OUT)
+        await it.__aenter__()
+        assert pub.subscriber is not None
+        pub.subscriber.on_next(0)
+        assert await anext(it) == 0
+        await asyncio.sleep(2 * TIMES_OUT)  # the consumer busy elsewhere
+        loop = asyncio.get_running_loop()
+        waiting_from = loop.time()
+        with pytest.raises(TimeoutError):
+            await anext(it)
+        assert loop.time() - waiting_from >= TIMES_OUT * 0.9  # a clock tick of slack
+        assert subscription.cancels == 1
+
+    @pytest.mark.asyncio
+    async def test_never_times_out_while_a_thread_answers_each_wait(self) -> None:
+        """A slow publisher on another thread that emits only once __anext__ already waits,
+        each time, then completes: no timeout fires, the async for ends normally, nothing
+        is cancelled, and the loop keeps running all along (a ticking task)."""
+        pub, subscription = _counting()
+        it = to_async_iterator(pub, prefetch=32, timeout=NEVER)  # all 20 requested at once
+        agen = it.__aiter__()
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        def produce() -> None:
+            assert pub.subscribed.wait(5)
+            assert pub.subscriber is not None
+            for i in range(20):
+                while agen.ag_await is None:  # the async for waits for an element
+                    time.sleep(0.001)
+                pub.subscriber.on_next(i)
+            while agen.ag_await is None:
+                time.sleep(0.001)
+            pub.subscriber.on_complete()
+
+        tick_task = asyncio.create_task(ticker())
+        producer = threading.Thread(target=produce, daemon=True)
+        producer.start()
+        try:
+            got = [x async for x in agen]
+        finally:
+            tick_task.cancel()
+            await asyncio.to_thread(producer.join, 5)
+        assert got == list(range(20)) and subscription.cancels == 0
+        assert ticks >= 20  # the loop ran while each element was awaited
+
+    @pytest.mark.asyncio
+    async def test_the_loop_runs_while_a_timeout_is_pending(self) -> None:
+        """While __anext__ waits for its timeout, other tasks run: it awaits asyncio's own
+        timeout, never blocks the loop's thread."""
+        asyncio.get_running_loop().set_debug(True)
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        tick_task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        it = to_async_iterator(ManualPublisher(), timeout=TIMES_OUT)
+        before = ticks
+        with pytest.raises(TimeoutError):
+            await anext(it)
+        tick_task.cancel()
+        assert ticks - before >= 2
+
+    @pytest.mark.asyncio
+    async def test_an_element_landing_as_the_timeout_fires_is_handed_over(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """An element that lands as asyncio's timeout fires (the wake-up future cancelled
+        with it) is handed over, never dropped: the timeout fires only on a queue found
+        empty after the wait; the next __anext__ waits afresh."""
+        pub, subscription = _counting()
+        it = to_async_iterator(pub, timeout=TIMES_OUT)
+        await it.__aenter__()
+        landed = itertools.count(7)
+
+        def arrive() -> None:
+            assert pub.subscriber is not None
+            pub.subscriber.on_next(next(landed))
+
+        real = asyncio.timeout_at
+        monkeypatch.setattr(asyncio, "timeout_at", lambda when: _LandsAsItFires(real(when), arrive))
+        assert await anext(it) == 7
+        assert await anext(it) == 8
+        assert subscription.cancels == 0
+        await it.aclose()
+
+    @pytest.mark.stress
+    @pytest.mark.asyncio
+    async def test_timeout_racing_elements_from_another_thread(self, switching: None) -> None:
+        """A producer thread emits a few elements with gaps around the timeout, then stops,
+        so each round ends in TimeoutError, some elements racing it: what the async for got
+        is in order, nothing is handed over after the TimeoutError (the producer goes on
+        emitting into the cancelled subscription) and upstream is cancelled exactly once."""
+        timeout = 0.002
+        rng = random.Random(20)
+        for round_ in range(100):
+            pub, subscription = _counting()
+            it = to_async_iterator(pub, prefetch=16, timeout=timeout)
+            await it.__aenter__()
+            subscriber = pub.subscriber
+            assert subscriber is not None
+            gaps = [rng.uniform(0.5, 1.5) * timeout for _ in range(rng.randrange(1, 7))]
+
+            def produce(gaps: list[float] = gaps, subscriber: Subscriber[Any] = subscriber) -> None:
+                for i, gap in enumerate(gaps):
+                    time.sleep(gap)
+                    subscriber.on_next(i)
+
+            producer = threading.Thread(target=produce)
+            producer.start()
+            got: list[int] = []
+            with pytest.raises(TimeoutError):
+                async for x in it:
+                    got.append(x)
+            assert await anext(it, None) is None
+            await asyncio.to_thread(producer.join, 5)
+            assert await anext(it, None) is None, round_
+            assert got == list(range(len(got))), (round_, got)
+            assert subscription.cancels == 1, round_
+
+    def test_bad_timeout(self) -> None:
+        """timeout is None or a finite number of seconds > 0: a non-number (or a bool) is a
+        TypeError, zero, a negative, NaN or infinity a ValueError, both naming timeout."""
+        source = from_iterable([1])
+        for wrong_type in ("1", True, [1.0]):
+            with pytest.raises(TypeError, match=r"^to_async_iterator\(\): timeout must be"):
+                to_async_iterator(source, timeout=wrong_type)  # type: ignore[arg-type]
+        for wrong_value in (0, -1.0, float("nan"), float("inf"), 10**400):
+            with pytest.raises(ValueError, match=r"^to_async_iterator\(\): timeout must be"):
+                to_async_iterator(source, timeout=wrong_value)

@@ -6,6 +6,7 @@ import asyncio
 import gc
 import itertools
 import logging
+import random
 import sys
 import threading
 import time
@@ -711,6 +712,218 @@ def test_to_iterator_across_threads() -> None:
         consumer.join(30)
     assert not consumer.is_alive()
     assert results == list(range(5000))
+
+
+# -- to_iterator(timeout=...): each wait bounded, then upstream cancelled --------------------
+
+TIMES_OUT = 0.05  # where a test asserts that a timeout happened (a slow machine only waits longer)
+NEVER = 30.0  # where a test asserts that no timeout happens
+
+
+class _Hot:
+    """A publisher that keeps its one subscriber for the test (or a producer thread) to
+    signal, and counts the cancels it gets (under a lock: they may come from any thread)."""
+
+    def __init__(self) -> None:
+        self.subscriber: Subscriber[int] | None = None
+        self.cancels = 0
+        self._lock = threading.Lock()
+
+    def subscribe(self, subscriber: Subscriber[int]) -> None:
+        hot = self
+
+        class Counted:
+            def request(self, n: int) -> None:
+                pass
+
+            def cancel(self) -> None:
+                with hot._lock:
+                    hot.cancels += 1
+
+        self.subscriber = subscriber
+        subscriber.on_subscribe(Counted())
+
+
+def test_to_iterator_timeout_on_a_silent_publisher_cancels_and_raises() -> None:
+    """§3.12: a publisher that never signals after on_subscribe: next() waits timeout
+    seconds, cancels upstream and raises TimeoutError naming the timeout; then the iterator
+    is closed: every later next() raises StopIteration."""
+    silent = Silent()
+    iterator = to_iterator(silent, timeout=TIMES_OUT)
+    message = r"^to_iterator\(\): no element or end within timeout=0\.05 s; upstream cancelled$"
+    with pytest.raises(TimeoutError, match=message):
+        next(iterator)
+    assert silent.cancelled.is_set()
+    for _ in range(2):
+        with pytest.raises(StopIteration):
+            next(iterator)
+
+
+def test_to_iterator_timeout_after_elements_then_silence_closes_the_generator() -> None:
+    """A generator (on an executor) that yields three elements, then blocks: the elements
+    come first, even when the consumer takes them long after they were queued (a timeout
+    only fires on an empty queue), then TimeoutError; the cancel closes the generator once
+    its blocked next() returns (§3.13: its finally runs)."""
+    blocked = threading.Event()
+    release = threading.Event()
+    closed = threading.Event()
+
+    def three_then_silence() -> Iterator[int]:
+        try:
+            yield from range(3)
+            blocked.set()
+            release.wait(NEVER)
+            yield 3
+        finally:
+            closed.set()
+
+    with ThreadPoolExecutor(1) as pool:
+        iterator = to_iterator(
+            from_iterable(three_then_silence(), executor=pool), prefetch=8, timeout=TIMES_OUT
+        )
+        assert blocked.wait(5)  # the three are queued
+        queued_at = time.monotonic()
+        while time.monotonic() - queued_at <= 2 * TIMES_OUT:  # longer than the timeout
+            time.sleep(0.01)
+        assert [next(iterator) for _ in range(3)] == [0, 1, 2]
+        with pytest.raises(TimeoutError, match=r"timeout=0\.05 s"):
+            next(iterator)
+        release.set()
+        assert closed.wait(5)
+        assert next(iterator, None) is None
+
+
+def test_to_iterator_timeout_counts_from_each_wait_not_from_the_last_element() -> None:
+    """The timeout bounds each next()'s wait, counted from when it starts to wait (like
+    Reactor's timeout() per element): a next() called long after the element before it
+    still waits the whole timeout before it gives up."""
+    hot = _Hot()
+    iterator = to_iterator(hot, timeout=TIMES_OUT)
+    assert hot.subscriber is not None
+    hot.subscriber.on_next(0)
+    assert next(iterator) == 0
+    taken_at = time.monotonic()
+    while time.monotonic() - taken_at <= 2 * TIMES_OUT:  # the consumer busy elsewhere
+        time.sleep(0.01)
+    waiting_from = time.monotonic()
+    with pytest.raises(TimeoutError):
+        next(iterator)
+    assert time.monotonic() - waiting_from >= TIMES_OUT * 0.9  # a clock tick of slack
+    assert hot.cancels == 1
+
+
+def test_to_iterator_timeout_never_fires_while_the_publisher_answers_each_wait() -> None:
+    """A slow publisher that emits only once next() is already waiting, each time, then
+    completes: every element arrives within the timeout, so none fires; the end is a
+    plain StopIteration and nothing is cancelled."""
+    hot = _Hot()
+    iterator = to_iterator(hot, prefetch=32, timeout=NEVER)  # all 20 requested up front
+    got: list[int] = []
+    failure: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            got.extend(iterator)
+        except BaseException as exc:
+            failure.append(exc)
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    assert hot.subscriber is not None
+    for i in range(20):
+        deadline = time.monotonic() + 5
+        while not _waiting(consumer):  # next() found the queue empty and waits
+            assert time.monotonic() < deadline and consumer.is_alive()
+            time.sleep(0.001)
+        hot.subscriber.on_next(i)
+    while not _waiting(consumer):
+        time.sleep(0.001)
+    hot.subscriber.on_complete()
+    consumer.join(5)
+    assert failure == [] and got == list(range(20)) and hot.cancels == 0
+
+
+class _ArrivesAsTheWaitTimesOut:
+    """Wraps the iterator's wake-up event: when a wait times out, ``arrive()`` runs before
+    the wait returns, so an element lands exactly as the timeout fires."""
+
+    def __init__(self, event: threading.Event, arrive: Callable[[], None]) -> None:
+        self._event = event
+        self._arrive = arrive
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        woke = self._event.wait(timeout)
+        if not woke:
+            self._arrive()
+        return woke
+
+
+def test_to_iterator_timeout_returns_an_element_landing_as_it_fires() -> None:
+    """An element that lands as the wait times out is returned, never dropped: the timeout
+    fires only on a queue found empty after the wait; the next wait times out afresh."""
+    hot = _Hot()
+    iterator = to_iterator(hot, timeout=TIMES_OUT)
+    subscriber = hot.subscriber
+    assert subscriber is not None
+    landed = itertools.count(7)
+    iterator._wakeup = _ArrivesAsTheWaitTimesOut(  # type: ignore[assignment]
+        iterator._wakeup, lambda: subscriber.on_next(next(landed))
+    )
+    assert next(iterator) == 7
+    assert next(iterator) == 8
+    assert hot.cancels == 0
+
+
+@pytest.mark.stress
+def test_to_iterator_timeout_racing_elements_from_another_thread(switching: None) -> None:
+    """A producer thread emits a few elements with gaps around the timeout, then stops, so
+    each round ends in TimeoutError, some elements racing it: what next() returned is in
+    order, nothing is returned after the TimeoutError (the producer goes on emitting into
+    the cancelled subscription) and upstream is cancelled exactly once (seeded rounds)."""
+    timeout = 0.002
+    rng = random.Random(20)
+    for round_ in range(100):
+        hot = _Hot()
+        iterator = to_iterator(hot, prefetch=16, timeout=timeout)
+        subscriber = hot.subscriber
+        assert subscriber is not None
+        gaps = [rng.uniform(0.5, 1.5) * timeout for _ in range(rng.randrange(1, 7))]
+
+        def produce(gaps: list[float] = gaps, subscriber: Subscriber[int] = subscriber) -> None:
+            for i, gap in enumerate(gaps):
+                time.sleep(gap)
+                subscriber.on_next(i)
+
+        producer = threading.Thread(target=produce)
+        producer.start()
+        got: list[int] = []
+        with pytest.raises(TimeoutError):
+            while True:
+                got.append(next(iterator))
+        assert next(iterator, None) is None
+        producer.join(5)
+        assert next(iterator, None) is None, round_
+        assert got == list(range(len(got))), (round_, got)
+        assert hot.cancels == 1, round_
+
+
+def test_to_iterator_refuses_a_bad_timeout_at_the_call() -> None:
+    """timeout is None or a finite number of seconds > 0: a non-number (or a bool) is a
+    TypeError, zero, a negative, NaN or infinity a ValueError, both naming timeout."""
+    source = from_iterable([1])
+    for wrong_type in ("1", True, [1.0]):
+        with pytest.raises(TypeError, match=r"^to_iterator\(\): timeout must be"):
+            to_iterator(source, timeout=wrong_type)  # type: ignore[arg-type]
+    for wrong_value in (0, -1.0, float("nan"), float("inf"), 10**400):
+        with pytest.raises(ValueError, match=r"^to_iterator\(\): timeout must be"):
+            to_iterator(source, timeout=wrong_value)
+    assert list(to_iterator(from_iterable([1, 2]), timeout=1)) == [1, 2]  # an int is fine
 
 
 # -- fusion: a drain publisher appends straight into to_iterator's queue ----------------------
