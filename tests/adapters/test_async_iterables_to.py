@@ -685,10 +685,12 @@ class TestTimeout:
         whole timeout before it gives up."""
         pub, subscription = _counting()
         it = to_async_iterator(pub, timeout=TIMES_OUT)
-        await it.__aenter__()
+        first = asyncio.ensure_future(anext(it))
+        while it.__aiter__().ag_await is None:  # the first __anext__ waits
+            await asyncio.sleep(0)
         assert pub.subscriber is not None
         pub.subscriber.on_next(0)
-        assert await anext(it) == 0
+        assert await first == 0
         await asyncio.sleep(2 * TIMES_OUT)  # the consumer busy elsewhere
         loop = asyncio.get_running_loop()
         waiting_from = loop.time()
@@ -699,9 +701,9 @@ class TestTimeout:
 
     @pytest.mark.asyncio
     async def test_never_times_out_while_a_thread_answers_each_wait(self) -> None:
-        """A slow publisher on another thread that emits only once __anext__ already waits,
-        each time, then completes: no timeout fires, the async for ends normally, nothing
-        is cancelled, and the loop keeps running all along (a ticking task)."""
+        """A slow publisher on another thread that emits only once __anext__ already waits
+        and the loop has run meanwhile (a ticking task), each time, then completes: no
+        timeout fires, the async for ends normally and nothing is cancelled."""
         pub, subscription = _counting()
         it = to_async_iterator(pub, prefetch=32, timeout=NEVER)  # all 20 requested at once
         agen = it.__aiter__()
@@ -713,16 +715,24 @@ class TestTimeout:
                 ticks += 1
                 await asyncio.sleep(0)
 
-        def produce() -> None:
-            assert pub.subscribed.wait(5)
-            assert pub.subscriber is not None
-            for i in range(20):
-                while agen.ag_await is None:  # the async for waits for an element
-                    time.sleep(0.001)
-                pub.subscriber.on_next(i)
-            while agen.ag_await is None:
+        def until(condition: Callable[[], bool]) -> None:
+            deadline = time.monotonic() + 5
+            while not condition():
+                assert time.monotonic() < deadline, "the loop did not run"
                 time.sleep(0.001)
-            pub.subscriber.on_complete()
+
+        def produce() -> None:
+            assert pub.subscribed.wait(5) and pub.subscriber is not None
+            try:
+                for i in range(21):
+                    until(lambda: agen.ag_await is not None)  # the async for waits
+                    seen = ticks  # a read from another thread: a hint, never written here
+                    until(lambda: ticks >= seen + 3)  # ... and the loop runs meanwhile
+                    if i < 20:
+                        pub.subscriber.on_next(i)
+                pub.subscriber.on_complete()
+            except AssertionError as exc:
+                pub.subscriber.on_error(exc)
 
         tick_task = asyncio.create_task(ticker())
         producer = threading.Thread(target=produce, daemon=True)
@@ -733,7 +743,6 @@ class TestTimeout:
             tick_task.cancel()
             await asyncio.to_thread(producer.join, 5)
         assert got == list(range(20)) and subscription.cancels == 0
-        assert ticks >= 20  # the loop ran while each element was awaited
 
     @pytest.mark.asyncio
     async def test_the_loop_runs_while_a_timeout_is_pending(self) -> None:

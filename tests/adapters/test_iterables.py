@@ -773,7 +773,7 @@ def test_to_iterator_timeout_after_elements_then_silence_closes_the_generator() 
             yield from range(3)
             blocked.set()
             release.wait(NEVER)
-            yield 3
+            yield from itertools.count(3)  # ends only if cancelled
         finally:
             closed.set()
 
