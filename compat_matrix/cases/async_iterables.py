@@ -77,13 +77,16 @@ class Handoff(Generic[T]):
 
 class ConsumedToAsyncIteratorBlackboxVerification(SubscriberBlackboxVerification[int]):
     """The subscriber inside ``to_async_iterator`` while an ``async for`` on the TCK's loop
-    consumes it (prefetch 4, so replenishing requests happen within the TCK's few elements)."""
+    consumes it (prefetch 4, so replenishing requests happen within the TCK's few elements).
+    ``timeout``: the iterator's (a subclass sets one, so its waits go through asyncio's)."""
+
+    timeout: float | None = None
 
     def create_subscriber(self) -> Subscriber[int]:
         handoff: Handoff[int] = Handoff()
 
         async def consume() -> None:
-            async for _ in to_async_iterator(handoff, prefetch=4):
+            async for _ in to_async_iterator(handoff, prefetch=4, timeout=self.timeout):
                 pass
 
         consumer = asyncio.run_coroutine_threadsafe(_quiet(consume()), self.env().event_loop())

@@ -727,7 +727,7 @@ class TestTimeout:
                 for i in range(21):
                     until(lambda: agen.ag_await is not None)  # the async for waits
                     seen = ticks  # a read from another thread: a hint, never written here
-                    until(lambda: ticks >= seen + 3)  # ... and the loop runs meanwhile
+                    until(lambda seen=seen: ticks >= seen + 3)  # ... and the loop runs
                     if i < 20:
                         pub.subscriber.on_next(i)
                 pub.subscriber.on_complete()

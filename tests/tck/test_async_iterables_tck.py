@@ -17,3 +17,9 @@ class TestToAsyncIteratorBlackbox(ToAsyncIteratorSubscriberBlackboxVerification)
 
 class TestConsumedToAsyncIteratorBlackbox(ConsumedToAsyncIteratorBlackboxVerification):
     pass
+
+
+class TestConsumedToAsyncIteratorWithTimeoutBlackbox(ConsumedToAsyncIteratorBlackboxVerification):
+    """The same, each wait of the async for under a timeout (generous: none fires)."""
+
+    timeout = 30.0

@@ -25,7 +25,11 @@ from reactive_streams import (
     checked,
     publish_on,
 )
-from reactive_streams.adapters.async_iterables import from_async_iterable, to_async_iterator
+from reactive_streams.adapters.async_iterables import (
+    AsyncPublisherIterator,
+    from_async_iterable,
+    to_async_iterator,
+)
 from reactive_streams.adapters.iterables import BlockingIterator, from_iterable, to_iterator
 from reactive_streams.testing import RecordingSubscriber
 
@@ -143,6 +147,13 @@ async def async_pipeline() -> list[str]:
     async for word in to_async_iterator(publisher, prefetch=4):
         out.append(word)
     return out
+
+
+def with_timeouts(publisher: Publisher[int]) -> None:
+    """timeout= (seconds, each wait) keeps the iterator types; seconds as text are refused."""
+    assert_type(to_iterator(publisher, timeout=2.0), BlockingIterator[int])
+    assert_type(to_async_iterator(publisher, timeout=2), AsyncPublisherIterator[int])
+    to_iterator(publisher, timeout="2")  # type: ignore[arg-type]
 
 
 class Summer(BaseSubscriber[int]):
