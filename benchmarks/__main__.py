@@ -1,8 +1,9 @@
 """``python -m benchmarks``: our figures beside the baselines, measured in the same run.
 
 Prints a table and one JSON line; ``--write-docs`` also writes ``docs/benchmarks.json`` and
-the plot ``docs/performance.png``. Exits 0 whatever the ratios: targets are reported, not
-asserted (the machines are shared and noisy; tests assert behaviour, not speed).
+the plot ``docs/performance.png`` (``--plot-only`` redraws the plot from the saved JSON and
+runs nothing). Exits 0 whatever the ratios: targets are reported, not asserted (the machines
+are shared and noisy; tests assert behaviour, not speed).
 """
 
 from __future__ import annotations
@@ -64,11 +65,17 @@ def _table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+_COLOURS = {True: "tab:green", False: "tab:red", None: "tab:blue"}  # by Result.met
+
+
 def _plot(results: list[Result], path: Path) -> None:
+    """The bar chart of docs/performance.png: a title, one bar per line, a colour legend."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     # One scale for rates and costs: how many times better than the baseline (a cost's
     # ratio is inverted); a line whose figure is at or below zero cannot be shown on it.
@@ -78,10 +85,9 @@ def _plot(results: list[Result], path: Path) -> None:
         for r in shown
     ]  # long names would squeeze the bars
     lines = sum(name.count("\n") + 1 for name in names)
-    fig, ax = plt.subplots(figsize=(11, 0.32 * lines + 0.25 * len(shown) + 1.5))
+    fig, ax = plt.subplots(figsize=(11, 0.32 * lines + 0.25 * len(shown) + 2.2))
     values = [r.advantage or 0.0 for r in shown]
-    colors = ["tab:green" if r.met else "tab:red" if r.met is False else "tab:blue" for r in shown]
-    ax.barh(names, values, color=colors)
+    ax.barh(names, values, color=[_COLOURS[r.met] for r in shown])
     for i, r in enumerate(shown):
         if r.target is not None:
             ax.plot([r.target, r.target], [i - 0.4, i + 0.4], color="black", linewidth=2)
@@ -89,9 +95,20 @@ def _plot(results: list[Result], path: Path) -> None:
     ax.set_xscale("log")
     ax.set_xlabel(
         "times better than the baseline, same run (rate: ours / baseline; cost: baseline / "
-        "ours)\nright of 1 is better; black tick = target; log scale",
+        "ours)\nright of 1 is better; log scale",
         fontsize=9,
     )
+    fig.suptitle("reactive_streams against baselines measured in the same run", fontsize=13)
+    legend = [
+        Patch(color=_COLOURS[True], label="target met"),
+        Patch(color=_COLOURS[False], label="target missed"),
+        Patch(color=_COLOURS[None], label="no target: reported only"),
+        Line2D([], [], color="black", linewidth=2, label="target (minimum)"),
+        Line2D([], [], color="grey", linestyle=":", label="as good as the baseline"),
+    ]
+    ax.legend(
+        handles=legend, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=9
+    )  # above the bars, under the title: it never hides a bar
     ax.invert_yaxis()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -129,7 +146,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=",".join(_SUITES), help="suites: core,async,rx,spark")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--write-docs", action="store_true", help="write docs/ figures")
+    parser.add_argument(
+        "--plot-only",
+        action="store_true",
+        help="redraw docs/performance.png from docs/benchmarks.json; run nothing",
+    )
     args = parser.parse_args(argv)
+    if args.plot_only:
+        docs = Path("docs")
+        saved = json.loads((docs / "benchmarks.json").read_text("utf-8"))
+        _plot([_as_result(r) for r in saved["results"]], docs / "performance.png")
+        print(f"wrote {docs / 'performance.png'} from {docs / 'benchmarks.json'}")
+        return 0
 
     results: list[Result] = []
     for suite in args.only.split(","):

@@ -1,6 +1,7 @@
 """``python -m compat_matrix``: the TCK over every adapter, and the source x sink grid.
 
-Writes ``docs/compat-matrix.md`` and ``docs/compat-matrix.json``; exits 1 when a required
+Writes ``docs/compat-matrix.md`` and ``docs/compat-matrix.json`` (``--render-only`` rewrites
+the markdown from the saved JSON and runs nothing); exits 1 when a required
 (or stochastic) TCK test fails on any adapter or a grid cell fails. The rx columns also run in
 a second interpreter with another reactivex (``--also-python``, default ``.venv-rx6/bin/python``
 when it exists; see ``compat_matrix._envs``), and the matrix shows both.
@@ -155,34 +156,77 @@ def markdown(
             short = test.removeprefix("test_")
             lines.append(f"| {rule} | {kind} | `{short}` | " + " | ".join(marks) + " |")
     if cells:
-        lines += [
-            "",
-            "## Source × sink grid",
-            "",
-            "Each source feeds each sink directly and through `publish_on`, with a slow consumer;",
-            "a cell passes when every element arrives in order; the elements in flight (taken from",
-            "the foreign source, not yet consumed) stayed within the bound the stages promise; the",
-            "sink never had more than its prefetch (16) requested and undelivered; and the run",
-            "ended within two minutes. Spark rows are counted as they leave the adapter.",
-            "",
-            f"The {VARIED} cells say which {VARIED} they ran under.",
-            "",
-            "| source | sink | via | under | result | elements | max in flight | bound | detail |",
-            "| --- | --- | --- | --- | :-: | ---: | ---: | ---: | --- |",
-        ]
-        for cell in cells:
-            mark = {"pass": "✅", "fail": "❌"}.get(cell.status, "➖")
-            lines.append(
-                f"| {cell.source} | {cell.sink} | {cell.via} | {cell.env} | {mark} "
-                f"| {cell.elements} "
-                f"| {cell.max_in_flight} | {cell.bound} | {cell.detail} |"
-            )
+        lines += ["", *grid_markdown(cells)]
     failed = [(r.label, o) for r in results for o in r.outcomes if o.status in ("fail", "error")]
     if failed:
         lines += ["", "## Failures", ""]
         for column, o in failed:
             lines.append(f"- **{column}** `{o.test}` ({o.kind}): {o.detail}")
     return "\n".join(lines) + "\n"
+
+
+def _grid_cell(cells: list[Cell], notes: dict[str, int]) -> str:
+    """One grid cell's text: per run, the mark, in flight / bound, the version it ran under,
+    and a note number for a detail (a failure's reason, why it could not run)."""
+    parts = []
+    for cell in cells:
+        mark = {"pass": "✅", "fail": "❌"}.get(cell.status, "➖")
+        text = mark if cell.status == "unavailable" else f"{mark} {cell.max_in_flight}/{cell.bound}"
+        if cell.env:
+            text += f" ({cell.env})"
+        if cell.detail:
+            text += f" [{notes.setdefault(cell.detail, len(notes) + 1)}]"
+        parts.append(text)
+    return "<br>".join(parts)
+
+
+def grid_markdown(cells: list[Cell]) -> list[str]:
+    """The source x sink grid: one 2-D table per route (direct, through ``publish_on``),
+    sources as rows, sinks as columns; the details of failed or skipped cells as notes."""
+    sources = list(dict.fromkeys(c.source for c in cells))
+    sinks = list(dict.fromkeys(c.sink for c in cells))
+    vias = list(dict.fromkeys(c.via for c in cells))
+    most = max(c.elements for c in cells)
+    lines = [
+        "## Source × sink grid",
+        "",
+        "Each source feeds each sink directly and through `publish_on`, with a slow consumer;",
+        "a cell passes when every element arrives in order; the elements in flight (taken from",
+        "the foreign source, not yet consumed) stayed within the bound the stages promise; the",
+        "sink never had more than its prefetch (16) requested and undelivered; and the run",
+        "ended within two minutes. Spark rows are counted as they leave the adapter.",
+        "",
+        "A cell shows the result and the most elements in flight against the bound (`17/17`:",
+        f"17 of at most 17); a passing cell received all {most} elements. A cell that bridges",
+        f"{VARIED} shows one line per {VARIED} version it ran under.",
+    ]
+    notes: dict[str, int] = {}
+    for via in vias:
+        title = "Direct" if via == "direct" else f"Through `{via}`"
+        lines += ["", f"### {title}", ""]
+        lines.append("| source ↓ sink → | " + " | ".join(sinks) + " |")
+        lines.append("| --- | " + " | ".join(":-:" for _ in sinks) + " |")
+        for source in sources:
+            row = [
+                _grid_cell(
+                    [c for c in cells if (c.source, c.sink, c.via) == (source, sink, via)], notes
+                )
+                for sink in sinks
+            ]
+            lines.append(f"| {source} | " + " | ".join(row) + " |")
+    if notes:
+        lines += ["", "Notes:", ""]
+        lines += [f"{n}. {detail}" for detail, n in notes.items()]
+    return lines
+
+
+def render_json(payload: dict[str, Any]) -> str:
+    """docs/compat-matrix.md again from a saved docs/compat-matrix.json: nothing is rerun."""
+    env = payload["second_environment"]
+    second = SecondRun(env["interpreter"], env["status"], env["versions"], detail=env["detail"])
+    results = [CaseResult.from_json(r) for r in payload["tck"]]
+    cells = [Cell.from_json(c) for c in payload["grid"]]
+    return markdown(results, cells, payload["versions"], second, payload["generated"])
 
 
 def failures(results: list[CaseResult], cells: list[Cell], second: SecondRun) -> list[str]:
@@ -235,7 +279,18 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PATH",
         help="write only the JSON results to PATH ('-': stdout), no markdown (for --also-python)",
     )
+    parser.add_argument(
+        "--render-only",
+        action="store_true",
+        help="rewrite OUT/compat-matrix.md from OUT/compat-matrix.json; run nothing",
+    )
     args = parser.parse_args(argv)
+    if args.render_only:
+        out = Path(args.out)
+        saved = json.loads((out / "compat-matrix.json").read_text("utf-8"))
+        (out / "compat-matrix.md").write_text(render_json(saved), "utf-8")
+        print(f"wrote {out / 'compat-matrix.md'} from {out / 'compat-matrix.json'}")
+        return 0
     only = set(args.only.split(",")) if args.only else None
     unknown = sorted((only or set()) - set(case_modules()))
     if unknown:

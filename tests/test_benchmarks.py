@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from benchmarks.__main__ import _as_result
@@ -48,3 +51,31 @@ def test_the_core_and_rx_suites_run_and_state_their_floors() -> None:
     assert "window of 256 elements" in hand_offs[0].note
     assert "window of 1024 elements" in hand_offs[1].note
     assert any(r.name.startswith("floor:") and r.ratio for r in results)
+
+
+def test_plot_only_redraws_the_png_from_the_saved_json_and_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--plot-only`` reads docs/benchmarks.json and writes docs/performance.png; no suite
+    runs and neither the JSON nor performance.md is rewritten."""
+    pytest.importorskip("matplotlib")
+    from benchmarks import __main__ as bench
+
+    def no_suite(name: str, quick: bool) -> list[Result]:
+        raise AssertionError(f"--plot-only ran the {name} suite")
+
+    monkeypatch.setattr(bench, "_run_suite", no_suite)
+    monkeypatch.chdir(tmp_path)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    rows = [
+        Result("met", 3.0, 1.0, "elements/s", target=2.0).to_json(),
+        Result("missed", 1.0, 1.0, "elements/s", target=2.0).to_json(),
+        Result("reported", 1.0, 4.0, "MB", lower_is_better=True).to_json(),
+    ]
+    saved = json.dumps({"python": "3.11", "machine": "x", "results": rows})
+    (docs / "benchmarks.json").write_text(saved)
+    assert bench.main(["--plot-only"]) == 0
+    assert (docs / "performance.png").read_bytes().startswith(b"\x89PNG")
+    assert (docs / "benchmarks.json").read_text() == saved
+    assert not (docs / "performance.md").exists()

@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 
 from compat_matrix import grid
-from compat_matrix.__main__ import failures, main, markdown, versions_line
+from compat_matrix.__main__ import (
+    failures,
+    grid_markdown,
+    main,
+    markdown,
+    render_json,
+    versions_line,
+)
 from compat_matrix._envs import SecondRun, interleave, merge, parse_payload, run_second, tag
 from compat_matrix._tck_run import CaseResult, run_case
 from compat_matrix._tck_run import TestOutcome as Outcome  # not "Test…": pytest would collect it
@@ -269,7 +276,10 @@ def test_markdown_shows_both_versions_in_summary_rule_tables_and_versions_line()
     )
     assert header in text
     assert "| `required_spec102_x` | ✅ | ❌ | ✅ |" in text
-    assert "| from_observable(block) | to_iterator | direct | reactivex 6.1.0 | ✅ |" in text
+    assert (
+        "| from_observable(block) | ✅ 1/17 (reactivex 4.1.0)<br>✅ 1/17 (reactivex 6.1.0) |"
+        in text
+    )
     assert versions_line(_MAIN, SecondRun("x", "absent")).startswith(
         "Versions: python 3.11.7, reactivex 4.1.0, "
     )
@@ -440,3 +450,57 @@ def test_a_second_environment_where_the_rx_columns_could_not_run_failed() -> Non
         ["aioreactive", "reactivex"],
     )
     assert _checked_second(SecondRun("py", "ran", dict(_RX6), [], [other])).status == "ran"
+
+
+def test_the_grid_is_a_table_per_route_with_sources_as_rows_and_sinks_as_columns() -> None:
+    """Sources are rows and sinks columns, one table for direct and one through publish_on;
+    a pair that never ran is an empty cell; a detail is a numbered note, given once."""
+    why = "No module named 'aioreactive'"
+    cells = [
+        Cell("a", "x", "direct", "pass", 300, 16, 17),
+        Cell("a", "y", "direct", "fail", 120, 40, 17, "40 elements in flight, bound 17"),
+        Cell("b", "y", "direct", "unavailable", 0, 0, 0, why, env="reactivex 6.1.0"),
+        Cell("a", "x", "publish_on", "pass", 300, 28, 34),
+        Cell("b", "x", "publish_on", "unavailable", 0, 0, 0, why),
+    ]
+    text = "\n".join(grid_markdown(cells))
+    direct = text[text.index("### Direct") : text.index("### Through `publish_on`")]
+    through = text[text.index("### Through `publish_on`") : text.index("Notes:")]
+    assert "| source ↓ sink → | x | y |" in direct
+    assert "| a | ✅ 16/17 | ❌ 40/17 [1] |" in direct
+    assert "| b |  | ➖ (reactivex 6.1.0) [2] |" in direct
+    assert "| a | ✅ 28/34 |  |" in through
+    assert "| b | ➖ [2] |  |" in through
+    assert text.endswith("1. 40 elements in flight, bound 17\n2. " + why)
+    assert "received all 300 elements" in text
+
+
+def test_render_only_rewrites_the_markdown_from_the_saved_json_and_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--render-only reads OUT/compat-matrix.json and writes the page markdown() makes of
+    it, generation time included; no TCK case or grid cell runs, the JSON is left as it was."""
+    from compat_matrix import __main__ as entry
+
+    def ran(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("--render-only ran the matrix")
+
+    monkeypatch.setattr(entry, "discover_cases", ran)
+    monkeypatch.setattr(entry, "run_grid", ran)
+    second = _second("pass", "skip")
+    results, cells = merge(*_main_run(), second)
+    payload = {
+        "generated": "2026-11-28 14:16 UTC, from commit abc1234",
+        "versions": _MAIN,
+        "second_environment": second.to_json(),
+        "tck": [r.to_json() for r in results],
+        "grid": [c.to_json() for c in cells],
+    }
+    saved = json.dumps(payload, indent=1) + "\n"
+    (tmp_path / "compat-matrix.json").write_text(saved)
+    assert main(["--render-only", "--out", str(tmp_path)]) == 0
+    page = (tmp_path / "compat-matrix.md").read_text()
+    assert page == markdown(results, cells, _MAIN, second, payload["generated"])
+    assert page == render_json(json.loads(saved))
+    assert "on 2026-11-28 14:16 UTC, from commit abc1234; do not edit" in page
+    assert (tmp_path / "compat-matrix.json").read_text() == saved
