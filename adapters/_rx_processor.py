@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from threading import get_ident
-from typing import Any, Generic, TypeVar, final
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, final, overload
 
 import reactivex
 from reactivex import Observable
@@ -40,6 +40,17 @@ __all__ = ["RxProcessor", "rx_processor"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+if TYPE_CHECKING:  # element types of rx_processor's overloads; one no operator pins is Any
+    from typing_extensions import TypeVar as DefaultingTypeVar  # (PEP 696; no runtime need)
+
+    A = DefaultingTypeVar("A", default=Any)
+    B = DefaultingTypeVar("B", default=Any)
+    C = DefaultingTypeVar("C", default=Any)
+    D = DefaultingTypeVar("D", default=Any)
+    E = DefaultingTypeVar("E", default=Any)
+    F = DefaultingTypeVar("F", default=Any)
+    G = DefaultingTypeVar("G", default=Any)
 
 
 class _ChainScheduler(CurrentThreadScheduler, PeriodicScheduler):
@@ -388,17 +399,105 @@ class _ProcessorSource(_BufferSource[R]):
         self._processor._close()
 
 
+_Op = Callable[[Observable[Any]], Observable[Any]]
+
+
+@overload
+def rx_processor(*, buffer_size: int = 256) -> Processor[A, A]: ...
+@overload
+def rx_processor(
+    o1: Callable[[Observable[A]], Observable[B]], /, *, buffer_size: int = 256
+) -> Processor[A, B]: ...
+@overload
+def rx_processor(
+    o1: Callable[[Observable[A]], Observable[B]],
+    o2: Callable[[Observable[B]], Observable[C]],
+    /,
+    *,
+    buffer_size: int = 256,
+) -> Processor[A, C]: ...
+@overload
+def rx_processor(
+    o1: Callable[[Observable[A]], Observable[B]],
+    o2: Callable[[Observable[B]], Observable[C]],
+    o3: Callable[[Observable[C]], Observable[D]],
+    /,
+    *,
+    buffer_size: int = 256,
+) -> Processor[A, D]: ...
+@overload
+def rx_processor(
+    o1: Callable[[Observable[A]], Observable[B]],
+    o2: Callable[[Observable[B]], Observable[C]],
+    o3: Callable[[Observable[C]], Observable[D]],
+    o4: Callable[[Observable[D]], Observable[E]],
+    /,
+    *,
+    buffer_size: int = 256,
+) -> Processor[A, E]: ...
+@overload
+def rx_processor(
+    o1: Callable[[Observable[A]], Observable[B]],
+    o2: Callable[[Observable[B]], Observable[C]],
+    o3: Callable[[Observable[C]], Observable[D]],
+    o4: Callable[[Observable[D]], Observable[E]],
+    o5: Callable[[Observable[E]], Observable[F]],
+    /,
+    *,
+    buffer_size: int = 256,
+) -> Processor[A, F]: ...
+@overload
+def rx_processor(
+    o1: Callable[[Observable[A]], Observable[B]],
+    o2: Callable[[Observable[B]], Observable[C]],
+    o3: Callable[[Observable[C]], Observable[D]],
+    o4: Callable[[Observable[D]], Observable[E]],
+    o5: Callable[[Observable[E]], Observable[F]],
+    o6: Callable[[Observable[F]], Observable[G]],
+    /,
+    *,
+    buffer_size: int = 256,
+) -> Processor[A, G]: ...
+@overload
+def rx_processor(  # seven operators or more: the element types are not followed
+    o1: _Op,
+    o2: _Op,
+    o3: _Op,
+    o4: _Op,
+    o5: _Op,
+    o6: _Op,
+    o7: _Op,
+    /,
+    *more: _Op,
+    buffer_size: int = 256,
+) -> Processor[Any, Any]: ...
+
+
 def rx_processor(*operators: Callable[[Any], Any], buffer_size: int = 256) -> Processor[Any, Any]:
     """A Processor that runs ``operators`` (``ops.map``, ``ops.filter``, ...) with demand kept.
 
-    See :class:`RxProcessor` for the demand policy and its bound.
+    See :class:`RxProcessor` for the demand policy and its bound. To mypy the element types
+    follow the chain as reactivex types its operators: ``ops.map(f)``, ``f`` annotated
+    ``(int) -> str``, makes a ``Processor[int, str]``, and each operator's output type is the
+    next one's input (one to six operators; more make a ``Processor[Any, Any]``). A type no
+    operator pins (``ops.take(3)`` alone) is ``Any``: state the types on the variable,
+    ``stage: Processor[int, str] = rx_processor(...)``, and mypy holds the stage to them.
+    With no operator it is an identity, ``Processor[T, T]`` for the ``T`` stated. reactivex
+    gives an untyped lambda's argument no type, so mypy refuses ``lambda x: x * 10`` in an
+    operator: pass a ``def`` (or a typed callable) where the lambda would use its argument.
 
     Example:
         >>> from reactivex import operators as ops
+        >>> from reactive_streams import Processor
         >>> from reactive_streams.adapters.iterables import from_iterable, to_iterator
-        >>> stage = rx_processor(ops.map(lambda x: x * 10), ops.filter(lambda x: x > 10))
+        >>> def tenfold(x: int) -> int:
+        ...     return x * 10
+        >>> def big(x: int) -> bool:
+        ...     return x > 10
+        >>> stage = rx_processor(ops.map(tenfold), ops.filter(big))  # Processor[int, int]
         >>> from_iterable(range(4)).subscribe(stage)
         >>> list(to_iterator(stage))
         [20, 30]
+        >>> batches: Processor[int, list[int]] = rx_processor(ops.buffer_with_count(2))
     """
     return RxProcessor(operators, buffer_size)

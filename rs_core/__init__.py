@@ -6,6 +6,7 @@ base classes.
 
 from reactive_streams._checked import checked
 from reactive_streams._demand import UNBOUNDED
+from reactive_streams._pipe import pipe
 from reactive_streams.api import Processor, Publisher, Subscriber, Subscription
 from reactive_streams.errors import IllegalRequestError, OverflowViolation, ProtocolViolation
 from reactive_streams.publishers._publish_on import publish_on
@@ -22,5 +23,6 @@ __all__ = [
     "Subscriber",
     "Subscription",
     "checked",
+    "pipe",
     "publish_on",
 ]
