@@ -106,11 +106,12 @@ class _Window(Generic[T]):
     subscription that is still open (§3.13). Owned by the consumer's loop (or by the thread
     that drops the last reference, when nothing else can reach it)."""
 
-    __slots__ = ("loop", "phase", "publisher", "queue", "signal")
+    __slots__ = ("loop", "origin", "phase", "publisher", "queue", "signal")
 
     def __init__(self, publisher: Publisher[T], prefetch: int) -> None:
         self.queue: PrefetchQueue[T] = PrefetchQueue(prefetch)  # validates prefetch
         self.publisher: Publisher[T] | None = publisher
+        self.origin: Publisher[T] | None = publisher  # for repr alone; close() drops it
         self.loop: asyncio.AbstractEventLoop | None = None
         self.signal: _LoopSignal | None = None
         self.phase = _NEW
@@ -135,7 +136,7 @@ class _Window(Generic[T]):
         if self.phase == _CLOSED:
             return
         self.phase = _CLOSED  # owned: the consumer's loop (see the class)
-        self.publisher = None
+        self.publisher = self.origin = None
         self.queue.close()  # cancels upstream (§3.12) and drops the queued elements (§3.13)
         signal = self.signal
         if signal is not None:
@@ -287,6 +288,16 @@ class AsyncPublisherIterator(Generic[T]):
     def subscriber(self) -> PrefetchQueue[T]:
         """The Subscriber this iterator subscribes with (its bounded prefetch queue)."""
         return self._window.queue
+
+    def __repr__(self) -> str:
+        """What ``__anext__`` waits for, as ``BlockingIterator``'s repr says (a snapshot)."""
+        window = self._window
+        if window.phase == _CLOSED:
+            return "<AsyncPublisherIterator closed>"
+        state = "not subscribed yet (on the first __anext__)"
+        if window.phase == _OPEN:
+            state = window.queue.describe()
+        return f"<AsyncPublisherIterator {state}, from {window.origin!r}>"
 
     def __aiter__(self) -> AsyncIterator[T]:
         return self._agen

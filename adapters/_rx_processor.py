@@ -156,6 +156,27 @@ class RxProcessor(Generic[T, R]):
     def buffer_size(self) -> int:
         return self._buffer_size
 
+    def __repr__(self) -> str:
+        """Whether an upstream subscribed yet, what is buffered and requested, and whether a
+        subscriber came: read lock-free (a snapshot), so a blocked consumer can tell why."""
+        source, upstream = self._source, self._upstream.subscription
+        queued = len(source._items)
+        if source._done:
+            state = "cancelled" if source._cancelled else "ended"  # (the error is let go)
+            if source._error is not None:
+                state = f"failed with {source._error!r}"
+        elif upstream is None:
+            state = "waiting: no upstream subscribed yet (was subscribe() called?)"
+        elif self._upstream_done:
+            state = "upstream ended"
+        else:
+            state = f"{self._outstanding} requested upstream"  # written under _lock: a snapshot
+        subscription = source.subscription
+        downstream = "had a subscriber" if self._subscribed else "no subscriber yet"
+        if subscription is not None:
+            downstream = f"{subscription.requested} requested by its subscriber in all"
+        return f"<RxProcessor at {id(self):#x} {state}, {queued} queued, {downstream}>"
+
     def _feed(self, observer: ObserverBase[T], _scheduler: Any = None) -> DisposableBase:
         """The chain's input: upstream's elements, once. A second subscription (``repeat``,
         ``retry``) would meet a Subject that has ended and end again at once, for ever,

@@ -90,6 +90,7 @@ class BlockingIterator(Generic[T]):
         "_every",
         "_pending",
         "_popleft",
+        "_publisher",
         "_queue",
         "_timeout",
         "_wakeup",
@@ -101,6 +102,7 @@ class BlockingIterator(Generic[T]):
         self._queue: PrefetchQueue[T] = PrefetchQueue(prefetch)  # validates prefetch
         require_publisher(publisher, "to_iterator()")
         self._timeout = require_timeout(timeout, "to_iterator()")
+        self._publisher: Publisher[T] | None = publisher  # for repr alone; close() drops it
         # The queue's wake: an Event, never a method of ours, so the queue (which the
         # publisher may hold) does not keep this iterator alive and __del__ cancels (§3.13).
         # set() wakes every waiter.
@@ -189,8 +191,16 @@ class BlockingIterator(Generic[T]):
     def close(self) -> None:
         """Cancel the subscription; further ``next()`` calls raise ``StopIteration``."""
         self._closed = True
+        self._publisher = None
         self._queue.close()
         self._wakeup.set()  # every next() blocked on another thread wakes and stops
+
+    def __repr__(self) -> str:
+        """What a blocked ``next()`` waits for: no upstream subscribed yet, or what is queued
+        and requested; and the publisher's own repr. Read lock-free (a snapshot)."""
+        if self._closed:
+            return "<BlockingIterator closed>"
+        return f"<BlockingIterator {self._queue.describe()}, from {self._publisher!r}>"
 
     def __enter__(self) -> BlockingIterator[T]:
         return self

@@ -109,6 +109,28 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
     def __len__(self) -> int:
         return len(self._queue)
 
+    @property
+    def subscribed(self) -> bool:
+        """``False`` while the upstream has not called ``on_subscribe`` (and the queue is
+        open): the consumer waits on a publisher that has not subscribed it yet."""
+        return self._upstream.subscription is not None
+
+    def describe(self) -> str:
+        """The queue's state in a few words, for its consumer's ``repr``: read without the
+        lock (a snapshot, maybe a signal stale), at no cost to the per-element path."""
+        queued = len(self._queue)
+        if self._done:
+            end = "completed" if self._ended else "cancelled"
+            if self._error is not None:
+                end = f"failed with {self._error!r}"
+            return f"{end}, {queued} queued" if queued else end
+        if not self.subscribed:
+            return "waiting: no upstream subscribed yet (was subscribe() called?)"
+        asked = self._asked  # owned by the requesting thread: a stale read at worst
+        if self._lazy and not asked:
+            return "subscribed, nothing requested yet (the first request waits for demand)"
+        return f"{queued} queued, {asked} requested in all (prefetch={self._prefetch})"
+
     # -- Subscriber (upstream side) ----------------------------------------------------------
 
     def on_subscribe(self, subscription: Subscription) -> None:
