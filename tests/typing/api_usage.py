@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import assert_type
+from typing import Any, assert_type
+
+from reactivex import operators as ops
 
 from reactive_streams import (
     UNBOUNDED,
@@ -23,6 +25,7 @@ from reactive_streams import (
     Subscriber,
     Subscription,
     checked,
+    pipe,
     publish_on,
 )
 from reactive_streams.adapters.async_iterables import (
@@ -31,6 +34,7 @@ from reactive_streams.adapters.async_iterables import (
     to_async_iterator,
 )
 from reactive_streams.adapters.iterables import BlockingIterator, from_iterable, to_iterator
+from reactive_streams.adapters.rx import rx_processor
 from reactive_streams.testing import RecordingSubscriber
 
 # -- the four protocols, implemented by hand ----------------------------------------------------
@@ -189,3 +193,50 @@ bad_request: ValueError = IllegalRequestError("§3.9: request(0)")
 overflow: ProtocolViolation = OverflowViolation("§1.1: overflow")
 unbounded: int = UNBOUNDED
 checked(numbers, on_violation="ignore")  # type: ignore[arg-type]
+
+
+# -- pipe and rx_processor: the element types carry through the stages -------------------------
+
+
+def tenfold(x: int) -> int:
+    return x * 10
+
+
+def label(x: int) -> str:
+    return f"#{x}"
+
+
+def short(text: str) -> bool:
+    return len(text) < 4
+
+
+def rx_pipeline() -> list[str]:
+    """An iterable through two rx_processor stages into to_iterator, typed end to end."""
+    scaled = rx_processor(ops.map(tenfold))
+    assert_type(scaled, Processor[int, int])
+    labelled = rx_processor(ops.map(label), ops.filter(short), buffer_size=16)
+    assert_type(labelled, Processor[int, str])
+    piped = pipe(from_iterable(range(10)), scaled, labelled)
+    assert_type(piped, Publisher[str])
+    assert_type(pipe(piped), Publisher[str])
+    with to_iterator(piped, prefetch=16) as lines:
+        assert_type(lines, BlockingIterator[str])
+        return list(lines)
+
+
+# A type no operator pins is Any: the variable states it, and mypy holds the stage to it.
+batches: Processor[int, list[int]] = rx_processor(ops.buffer_with_count(3))
+first_three: Processor[int, int] = rx_processor(ops.take(3))
+identity: Processor[str, str] = rx_processor()
+assert_type(pipe(from_iterable([1]), identity, *[identity] * 6), Publisher[Any])  # 7 and more
+
+# ... and the mistakes mypy must reject (mypy reports some at the ops.map the type flows to):
+numbers_in = from_iterable(range(3))
+wrong_out: Publisher[int] = pipe(numbers_in, rx_processor(ops.map(label)))  # type: ignore[arg-type]
+pipe(from_iterable(["a"]), rx_processor(ops.map(tenfold)))  # type: ignore[misc]
+pipe(numbers_in, rx_processor(ops.map(label)), rx_processor(ops.map(tenfold)))  # type: ignore[misc]
+rx_processor(ops.map(label), ops.map(tenfold))  # type: ignore[misc]
+from_iterable(["a"]).subscribe(rx_processor(ops.map(tenfold)))  # type: ignore[arg-type]
+stated_wrong: Processor[str, int] = rx_processor(ops.map(tenfold))  # type: ignore[arg-type]
+pipe(from_iterable([1]), "not a stage")  # type: ignore[call-overload]
+rx_processor(ops.map)  # type: ignore[arg-type]
