@@ -140,11 +140,15 @@ def test_a_stage_that_is_no_processor_is_named_by_position_and_nothing_is_wired(
     bad: object, lacks: str
 ) -> None:
     """TypeError "pipe(): stage 2 is not a Processor: ..." saying what it lacks, raised
-    before any subscribe (the source and stage 1 are left untouched)."""
+    before any subscribe (the source and the good stages are left untouched), wherever the
+    bad stage is."""
     log: list[str] = []
     with pytest.raises(TypeError, match=r"^pipe\(\): stage 2 is not a Processor: ") as info:
         pipe(Source(log, from_iterable([1])), Forward("a", log, hold=True), bad)  # type: ignore[call-overload]
     assert lacks in str(info.value)
+    assert log == []
+    with pytest.raises(TypeError, match=r"^pipe\(\): stage 1 is not a Processor: "):
+        pipe(Source(log, from_iterable([1])), bad, Forward("b", log), Forward("c", log))  # type: ignore[call-overload]
     assert log == []
 
 
@@ -312,15 +316,18 @@ def test_a_consumer_blocked_on_a_stage_never_subscribed_names_it() -> None:
     got: list[int] = []
     consumer = threading.Thread(target=lambda: got.append(next(iterator)))
     consumer.start()
-    text = repr(iterator)
-    assert text.startswith("<BlockingIterator 0 queued, 256 requested in all")
-    assert f"<RxProcessor at {id(b):#x} {WAITING}" in text
-    assert WAITING not in repr(a)
-    a.subscribe(b)  # the missing link
-    consumer.join(10)
-    assert got == [1]
-    assert WAITING not in repr(iterator)
-    iterator.close()
+    try:
+        text = repr(iterator)
+        assert text.startswith("<BlockingIterator 0 queued, 256 requested in all")
+        assert f"<RxProcessor at {id(b):#x} {WAITING}" in text
+        assert WAITING not in repr(a)
+        a.subscribe(b)  # the missing link
+        consumer.join(10)
+        assert got == [1]
+        assert WAITING not in repr(iterator)
+    finally:
+        iterator.close()  # wakes the consumer if it still waits (a failed assertion)
+        consumer.join(10)
 
 
 def test_a_consumer_whose_publisher_never_subscribed_it_says_so() -> None:
