@@ -42,7 +42,7 @@ $(RX6_STAMP): $(SOURCES)
 	@touch $(RX6_STAMP)
 
 test-rx6: $(RX6_STAMP)
-	$(RX6)/bin/python -m pytest -p no:cacheprovider tests/adapters/test_rx_from.py tests/adapters/test_rx_to.py tests/adapters/test_rx_processor.py tests/tck/test_rx_tck.py tests/tck/test_iterables_tck.py
+	$(RX6)/bin/python -m pytest -p no:cacheprovider tests/adapters/test_rx_from.py tests/adapters/test_rx_to.py tests/adapters/test_rx_processor.py tests/tck/test_rx_tck.py tests/tck/test_iterables_tck.py tests/test_pipe.py tests/tck/test_pipe_tck.py
 
 # The rx columns run in .venv-rx6 too (reactivex 6.x); the matrix shows both versions.
 matrix: $(STAMP) $(RX6_STAMP)

@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 VARIED = "reactivex"  # the library whose versions the second environment covers
-VARIED_MODULES = ("rx",)  # the case modules that depend on it
+VARIED_MODULES = ("rx", "pipe")  # the case modules that depend on it (pipe: rx_processor stages)
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INTERPRETER = ROOT / ".venv-rx6" / "bin" / "python"
 TIMEOUT_S = 1800
