@@ -2,8 +2,8 @@
 
 A DataFrame of synthetic events is streamed with ``from_dataframe`` through ``rx_processor``
 (parse, filter, a ten-second tumbling event-time window aggregate), across ``publish_on``, into a
-coroutine that sleeps after every window. A progress bar follows the consumer (a line per
-tenth of the rows when stderr is no terminal); the summary shows rows, seconds, rows/s, the
+coroutine that sleeps after every window. A progress bar follows the consumer (a line every
+five seconds when stderr is no terminal); the summary shows rows, seconds, rows/s, the
 most rows in flight against the bound the stages promise (the proof that backpressure held)
 and the Spark jobs run. Exit status: 0 when the bound held, 1 when it did not, 2 on a bad
 flag or when Spark could not start, 130 on Ctrl-C (the read is cancelled, and Spark stopped,
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 from urllib.parse import urlparse
 
 from reactive_streams.spark import _py4j
+from reactive_streams.spark._progress import PROGRESS_EVERY, progress
 from reactive_streams.spark.local import SparkStartError, java_problem, local_session
 
 if TYPE_CHECKING:  # the pipeline needs the rx and spark extras: imported by main() only
@@ -85,14 +86,30 @@ def _master(text: str) -> str:
     return text
 
 
+_DESCRIPTION: Final = (
+    "The main job: synthetic events read from Spark with from_dataframe, through RxPY "
+    "operators (parse, filter, a window aggregate), to a slow asyncio consumer, with "
+    "backpressure end to end: the consumer's pace sets Spark's."
+)
+_EPILOG: Final = (
+    "A window is ten seconds of event time (1,000 events) folded into one aggregate; the "
+    "consumer sleeps --delay seconds after each. The summary compares the most rows in flight "
+    "with the bound the stages promise. Exit status: 0 when that bound held, 1 when not, 2 on "
+    "a bad flag or when Spark cannot start, 130 on Ctrl-C."
+)
+
+
 def _parser() -> argparse.ArgumentParser:
+    """The flags; help and description are plain text (argparse shows no reST)."""
     parser = argparse.ArgumentParser(
-        prog="python -m reactive_streams.spark",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        prog="python -m reactive_streams.spark", description=_DESCRIPTION, epilog=_EPILOG
     )
     parser.add_argument("--rows", type=_rows, default=2_000_000, help="events (default 2M)")
     parser.add_argument(
-        "--mode", choices=("rows", "arrow"), default="rows", help="from_dataframe mode"
+        "--mode",
+        choices=("rows", "arrow"),
+        default="rows",
+        help="what from_dataframe emits: a Row per event, or Arrow record batches",
     )
     target = parser.add_mutually_exclusive_group()
     target.add_argument(
@@ -103,20 +120,31 @@ def _parser() -> argparse.ArgumentParser:
     )
     target.add_argument("--remote", metavar="sc://host:port", help="a Spark Connect server")
     parser.add_argument(
-        "--delay", type=_delay, default=0.02, help="consumer seconds per window (default 0.02)"
+        "--delay",
+        type=_delay,
+        default=0.02,
+        help="seconds the consumer sleeps after each window (default 0.02)",
     )
     parser.add_argument(
         "--partitions",
         type=_partitions,
         help=f"DataFrame partitions (default: one per {_ROWS_PER_PARTITION:,} rows, 8 at least)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (nor, when stderr is no terminal, progress lines)",
+    )
     return parser
 
 
 def _check_reachable(url: str) -> None:
     """Fail fast on a Connect address that cannot work: the client would retry for minutes,
-    silently, on a closed port or on a server that does not speak gRPC."""
+    silently, on a closed port or on a server that does not speak gRPC.
+
+    A socket and the HTTP/2 preface, not ``grpc.channel_ready_future``: that one waits out
+    its whole timeout and then says only "not ready", the same for a closed port, an unknown
+    host and a web server; the socket names each at once."""
     try:
         parsed = urlparse(url)
         port = parsed.port or 15002
@@ -197,14 +225,15 @@ def _quiet_serving_abort(session: Any) -> None:
         pass
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, progress_every: float = PROGRESS_EVERY) -> int:
     """Run the job on a thread of its own; this (main) thread only waits, so a Ctrl-C lands
     here, never inside a call into Spark (py4j logs a traceback for one it interrupts).
 
     The first Ctrl-C asks the job to stop (:class:`~reactive_streams.spark.pipeline.Stop`): a
     Spark still starting is stopped once started, a run cancels its read; a second one ends
     the process at once. While the job's thread starts, a Ctrl-C is only noted, then raised
-    in the wait.
+    in the wait. ``progress_every``: seconds between two progress lines when stderr is not
+    a terminal (a terminal gets a tqdm bar).
     """
     held: list[bool] = []  # Ctrl-C while the job's thread starts; owned: the main thread
     previous: Any = None  # the SIGINT handler to give back, while ours holds a Ctrl-C
@@ -223,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
         return _INTERRUPTED
-    job = _on_thread(_job, args, stop, started)  # a Ctrl-C meanwhile is held
+    job = _on_thread(_job, args, stop, started, progress_every)  # a Ctrl-C meanwhile is held
     pressed = False
     while True:
         try:
@@ -277,7 +306,9 @@ def _quit_now() -> NoReturn:
     os._exit(_INTERRUPTED)
 
 
-def _job(args: argparse.Namespace, stop: Stop, started: threading.Event) -> int:
+def _job(
+    args: argparse.Namespace, stop: Stop, started: threading.Event, progress_every: float
+) -> int:
     """Start Spark, run the pipeline, stop Spark; the job's thread. Returns the exit status."""
     try:
         spark = _session(args)
@@ -290,13 +321,13 @@ def _job(args: argparse.Namespace, stop: Stop, started: threading.Event) -> int:
         if stop.requested:
             print("interrupted while Spark was starting", file=sys.stderr)
             return _INTERRUPTED
-        return _run(spark, args, stop)
+        return _run(spark, args, stop, progress_every)
     finally:
         if not args.remote:
             spark.stop()
 
 
-def _run(spark: Any, args: argparse.Namespace, stop: Stop) -> int:
+def _run(spark: Any, args: argparse.Namespace, stop: Stop, progress_every: float) -> int:
     """The pipeline over ``spark``, its progress and its summary (the job's thread)."""
     from reactive_streams.spark._partitions import join_reads
     from reactive_streams.spark.pipeline import Config, Meter, Window, run
@@ -312,35 +343,29 @@ def _run(spark: Any, args: argparse.Namespace, stop: Stop) -> int:
         f"({config.consumer_delay:g} s per window)",
         file=sys.stderr,
     )
-    bar = None if args.no_progress else _bar(config.rows)
-    lines = not args.no_progress and bar is None  # a log file: a line per tenth instead
-    tenth = max(1, config.rows // 10)
+    shown = None if args.no_progress else progress(config.rows, every=progress_every)
     done = 0  # rows the consumer finished, as of its last window
 
     def on_window(window: Window, meter: Meter) -> None:
         nonlocal done
-        finished = meter.finished
-        if bar is not None:
-            bar.update(finished - done)
-            # refresh=False: the bar's own rate limit decides when to redraw
-            bar.set_postfix(in_flight=meter.emitted - finished, window=window.window, refresh=False)
-        elif lines and finished // tenth > done // tenth:
-            print(f"rows done     {finished:,} of {config.rows:,}", file=sys.stderr)
-        done = finished  # owned: the consumer's loop, on this thread
+        done = meter.finished  # owned: the consumer's loop, on this thread
+        if shown is not None:
+            shown.update(done, meter.emitted - done, window.window)
 
+    summary: Summary | None = None
+    failure: Exception | None = None
     try:
         summary = run(spark, config, on_window=on_window, stop=stop)
     except KeyboardInterrupt:  # a run given no stop (a stand-in), interrupted all the same
-        summary = None
+        pass
     except Exception as exc:
-        if bar is not None:
-            bar.close()
-        print(f"error: the pipeline failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        failure = exc
+    finally:  # the reporter thread stops here, whatever ended the run
+        if shown is not None:
+            shown.close(completed=summary is not None and not stop.requested)
+    if failure is not None:
+        print(f"error: the pipeline failed: {type(failure).__name__}: {failure}", file=sys.stderr)
         return 2
-    if bar is not None:
-        if summary is not None and not stop.requested:
-            bar.update(config.rows - done)
-        bar.close()
     if summary is None or stop.requested:
         released = join_reads(timeout=5.0)  # the cancel is under way: let the read end
         print(
@@ -351,17 +376,6 @@ def _run(spark: Any, args: argparse.Namespace, stop: Stop) -> int:
         return _INTERRUPTED
     print("\n".join(summary_lines(summary, config)))
     return 0 if summary.max_in_flight <= summary.bound else 1
-
-
-def _bar(rows: int) -> Any:
-    """A tqdm bar on a terminal; ``None`` for a log file (no redrawn bar) or without tqdm."""
-    if not sys.stderr.isatty():
-        return None
-    try:
-        from tqdm import tqdm  # type: ignore[import-untyped]
-    except ImportError:  # the bar is a nicety of the dev extra: run without it
-        return None
-    return tqdm(total=rows, unit="row", unit_scale=True, desc="rows done", file=sys.stderr)
 
 
 def summary_lines(summary: Summary, config: Config) -> list[str]:

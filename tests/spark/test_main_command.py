@@ -4,6 +4,7 @@ wrong; Ctrl-C stops Spark (before or during the run) and leaves no JVM behind.""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -225,7 +226,8 @@ def _alive(pid: int) -> bool:
 
 def _interrupt(args: list[str], when: str) -> tuple[int, str, list[int]]:
     """Run the main job with ``args`` in a session of its own, send its group SIGINT (as a
-    terminal's Ctrl-C does) as soon as a line of its stderr holds ``when``; return the exit
+    terminal's Ctrl-C does) as soon as a line of its stderr matches ``when`` (a regular
+    expression, searched); return the exit
     status, stderr and the children it had then. Stderr is a pipe: progress comes as lines."""
     process = subprocess.Popen(
         [sys.executable, "-m", "reactive_streams.spark", *args],
@@ -242,7 +244,7 @@ def _interrupt(args: list[str], when: str) -> tuple[int, str, list[int]]:
         assert process.stderr is not None
         for line in process.stderr:
             lines.append(line)
-            if when in line:
+            if re.search(when, line):
                 seen.set()
 
     reader = threading.Thread(target=read, daemon=True)
@@ -284,13 +286,17 @@ def test_ctrl_c_while_spark_starts_stops_its_jvm() -> None:
     _no_jvm_left(children)
 
 
+_ROWS_FLOWING = r"^rows done: [1-9]"
+"""A progress line (one every 5 s, stderr being a pipe) once some rows are done."""
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc and pgrep")
 @pytest.mark.parametrize(
     ("mode", "when"),
     [
         ("rows", "events from Spark"),  # the run's first calls into Spark
-        ("rows", "rows done"),  # rows flowing: the first tenth is done
-        ("arrow", "rows done"),
+        ("rows", _ROWS_FLOWING),
+        ("arrow", _ROWS_FLOWING),
     ],
 )
 def test_ctrl_c_during_the_run_cancels_quietly(mode: str, when: str) -> None:
@@ -308,7 +314,7 @@ def test_ctrl_c_during_a_connect_run_cancels_quietly(connect_server: Any) -> Non
     """The Connect read's iterators are released before the exit, not collected after
     pyspark's threads stopped (which printed 'cannot schedule new futures after shutdown')."""
     status, err, _ = _interrupt(
-        ["--remote", connect_server.url, "--rows", "2000000"], "rows done"
+        ["--remote", connect_server.url, "--rows", "2000000"], _ROWS_FLOWING
     )  # rows stream, while the query still runs on the server
     assert status == 130, err
     assert "interrupted after" in err
@@ -536,3 +542,52 @@ def test_ctrl_c_during_the_run_reports_the_rows_done_without_a_bar(
     monkeypatch.setattr(reactive_streams.spark.pipeline, "run", run)
     assert main(["--no-progress", "--rows", "10"]) == 130
     assert "interrupted after 1,234 rows" in capsys.readouterr().err
+
+
+def test_help_is_plain_text_and_says_what_a_window_is() -> None:
+    """--help shows no reST markup (no double backticks, no :func: or :class: roles), and
+    the window the consumer sleeps after is explained where the word appears."""
+    text = _parser().format_help()
+    assert "``" not in text
+    assert not re.search(r":(func|class|meth|mod|attr|data|exc):", text), text
+    flat = " ".join(text.split())  # argparse wraps lines
+    assert "seconds the consumer sleeps after each window" in flat
+    assert "A window is ten seconds of event time (1,000 events) folded into one aggregate" in flat
+
+
+def test_a_remote_where_nothing_listens_is_refused_naming_the_address() -> None:
+    """A closed port fails at once as 'cannot reach', with the system's reason and how to
+    start a server (grpc's channel_ready_future would wait out its timeout, saying nothing)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]  # free once closed: nothing listens there
+    with pytest.raises(SparkStartError) as refused:
+        _check_reachable(f"sc://127.0.0.1:{port}")
+    message = str(refused.value)
+    assert f"cannot reach the Spark Connect server at 127.0.0.1:{port}" in message
+    assert "refused" in message.lower() and "start-connect-server.sh" in message
+
+
+def test_a_remote_host_that_does_not_resolve_is_refused_naming_it() -> None:
+    """An unknown host name (.invalid never resolves, RFC 6761): 'cannot reach', naming it."""
+    with pytest.raises(
+        SparkStartError,
+        match="cannot reach the Spark Connect server at "
+        r"no-such-host\.invalid:15002 \(",
+    ):
+        _check_reachable("sc://no-such-host.invalid:15002")
+
+
+def test_a_real_grpc_server_passes_the_probe() -> None:
+    """The probe's positive side against grpc's own server (grpcio comes with the spark
+    extra), not only against a hand-made SETTINGS frame."""
+    grpc = pytest.importorskip("grpc")
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        server = grpc.server(pool)
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        try:
+            _check_reachable(f"sc://127.0.0.1:{port}")
+        finally:
+            server.stop(None).wait(30)
