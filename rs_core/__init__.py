@@ -10,6 +10,7 @@ from reactive_streams._pipe import pipe
 from reactive_streams.api import Processor, Publisher, Subscriber, Subscription
 from reactive_streams.errors import IllegalRequestError, OverflowViolation, ProtocolViolation
 from reactive_streams.publishers._publish_on import publish_on
+from reactive_streams.publishers._retry import retry
 from reactive_streams.subscribers._base import BaseSubscriber
 
 __all__ = [
@@ -25,4 +26,5 @@ __all__ = [
     "checked",
     "pipe",
     "publish_on",
+    "retry",
 ]
