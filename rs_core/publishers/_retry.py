@@ -7,6 +7,7 @@ through the source's queue; the drain delivers them, so signals stay serial acro
 from __future__ import annotations
 
 import math
+import reprlib
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -32,6 +33,9 @@ T = TypeVar("T")
 
 WINDOW: Final = 256
 """The most elements an attempt is asked for beyond those delivered (see RetryPublisher)."""
+_NAMED: Final = 3  # the earlier errors a final error's note names
+_REPR: Final = reprlib.Repr()
+_REPR.maxother = 200  # an error's repr, cut to a line or two
 
 
 class Cancellable(Protocol):
@@ -63,8 +67,9 @@ class RetryPublisher(Generic[T]):
     upstream starts from its beginning, so it sees the first elements again. The demand it
     has left carries over: an attempt is asked for what was requested and not yet received
     (§3.17: saturating), at most ``WINDOW`` ahead of delivery (an unbounded request is passed
-    on in windows). The last error ends the stream, the earlier ones chained to it as
-    ``__context__`` and a note naming the attempts (PEP 678); ``on_complete`` passes through.
+    on in windows). The last error ends the stream, with a note (PEP 678) naming the attempt
+    count and the last earlier errors (``__context__`` is Python's own: a raise overwrites
+    it); ``on_complete`` passes through.
     Rules: §1.3 (the drain delivers, and a replaced attempt's late signals are ignored), §3.5
     and §3.7 (``cancel`` cancels the attempt (§3.12) or the pending timer, at most once), §3.6,
     §3.9 (``request(n <= 0)`` is ``on_error``, the attempt cancelled), §1.1 (an attempt that
@@ -167,7 +172,7 @@ class _RetrySource(Source[T]):
         "_done",
         "_due",
         "_error",
-        "_last_error",
+        "_earlier",
         "_launching",
         "_lock",
         "_pending",
@@ -198,7 +203,7 @@ class _RetrySource(Source[T]):
         self._cancelled = False  # one-way: closed or interrupted
         self._done = False  # one-way: the stream's end is decided (see _error)
         self._error: Exception | None = None
-        self._last_error: Exception | None = None  # owned: the attempts, one after another
+        self._earlier: deque[str] = deque(maxlen=_NAMED)  # the last errors, named
 
     # -- launching attempts: a loop, never recursion ------------------------------------------
 
@@ -259,13 +264,16 @@ class _RetrySource(Source[T]):
 
     def failed(self, attempt: _Attempt[T], error: Exception) -> None:
         """``attempt`` ended with ``error``: retry it, now or after a backoff, or end."""
+        named = f"attempt {attempt.number}: {_REPR.repr(error)}"  # no lock: user code
         with self._lock:  # under _lock: the decision and the next attempt, in one step
             current = self._current is attempt
             if current:
                 self._current = None
                 number = self._count
                 retrying = number < self._attempts
+                earlier = list(self._earlier)
                 if retrying:
+                    self._earlier.append(named)  # under _lock
                     self._base = attempt.base + attempt.received
                     self._count = number + 1
                     nxt = self._current = _Attempt(self, number + 1, self._base)
@@ -278,14 +286,9 @@ class _RetrySource(Source[T]):
             )
             return
         attempt.upstream.stop_requests()  # §2.4
-        _chain(error, self._last_error)
-        self._last_error = error  # owned: attempts fail one after another
         if not retrying:
-            if self._attempts > 1:
-                error.add_note(
-                    f"reactive_streams.retry: attempt {number} of {self._attempts} failed; "
-                    "the earlier attempts' errors are chained as __context__"
-                )
+            if number > 1:
+                error.add_note(_note(number, earlier))
             self._finish(error)
         elif self._backoff == 0:
             self.launch()
@@ -297,13 +300,16 @@ class _RetrySource(Source[T]):
         try:
             pending = self._timer(delay, lambda: self._fire(attempt))  # no lock held
         except Exception as exc:  # no thread can start (interpreter exit, a limit): §1.4
-            failure = RuntimeError(f"retry: could not schedule attempt {attempt.number}")
+            failure = RuntimeError(
+                f"retry: could not schedule attempt {attempt.number} after {_REPR.repr(error)}"
+            )
             failure.__cause__ = exc
-            failure.__context__ = error
             with self._lock:  # under _lock
-                if self._current is attempt:
+                ended = self._current is attempt
+                if ended:
                     self._current = None
-            self._finish(failure)
+            if ended:
+                self._finish(failure)
             return
         with self._lock:  # under _lock
             keep = not self._cancelled and self._current is attempt
@@ -400,19 +406,13 @@ def _nothing() -> None:
     pass
 
 
-def _chain(error: Exception, previous: Exception | None) -> None:
-    """Chain the previous attempt's error to ``error`` as its ``__context__``, unless it has
-    one, or it would make a cycle (a source raising one exception object again)."""
-    if previous is None or error.__context__ is not None:
-        return
-    seen: set[int] = set()
-    link: BaseException | None = previous
-    while link is not None and id(link) not in seen:
-        if link is error:
-            return
-        seen.add(id(link))
-        link = link.__context__
-    error.__context__ = previous
+def _note(number: int, earlier: list[str]) -> str:
+    """The note on the error that ended the stream: the attempt count, the last errors."""
+    before = "; ".join(earlier)
+    more = number - 1 - len(earlier)
+    if more:
+        before = f"{more} more, then {before}"
+    return f"reactive_streams.retry: attempt {number} of {number} failed; before it: {before}"
 
 
 def retry(publisher: Publisher[T], *, attempts: int, backoff: float = 0.0) -> Publisher[T]:
@@ -422,8 +422,8 @@ def retry(publisher: Publisher[T], *, attempts: int, backoff: float = 0.0) -> Pu
     publisher is subscribed again, ``backoff`` seconds later (doubling each time; 0: at once,
     on the thread that delivered the error), asked for the demand the Subscriber has left.
     A cold source starts from its beginning: the Subscriber sees its first elements again.
-    The last error is delivered, the earlier ones chained as its ``__context__``, with a note
-    naming the attempt count. A backoff waits on a timer thread, never on the caller.
+    The last error is delivered, with a note (PEP 678) naming the attempt count and the last
+    three errors before it. A backoff waits on a timer thread, never on the caller.
 
     Args:
         publisher: a cold Publisher (each subscription starts over).
