@@ -196,7 +196,7 @@ class RxProcessor(Generic[T, R]):
             RuntimeError(
                 "rx_processor: an operator subscribed to the chain's input a second time "
                 "(ops.repeat, ops.retry, ...); the upstream Publisher feeds the chain once: "
-                "repeat or retry the Publisher itself"
+                "to retry, wrap the Publisher: reactive_streams.retry(publisher, attempts=...)"
             )
         )
         return Disposable()

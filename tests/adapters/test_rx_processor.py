@@ -741,15 +741,16 @@ def test_rx_processor_an_operator_resubscribing_its_input_fails_the_stream(
     operator: Callable[[], Any], source: Callable[[], Iterator[Any]]
 ) -> None:
     """repeat / retry subscribe to the chain's input again; the upstream Publisher feeds it
-    once, so the stream fails with an error that says so, after the outputs before it,
-    instead of spinning inside upstream's on_complete / on_error for ever (or repeating
-    nothing). The upstream's subscribe returns."""
+    once, so the stream fails with an error that says so and names reactive_streams.retry,
+    after the outputs before it, instead of spinning inside upstream's on_complete /
+    on_error for ever (or repeating nothing). The upstream's subscribe returns."""
     stage = rx_processor(operator(), buffer_size=8)
     sub: RecordingSubscriber[int] = RecordingSubscriber(100)
     stage.subscribe(sub)
     from_iterable(source()).subscribe(stage)  # returns: the test would hang otherwise
     assert sub.elements == [1, 2]
     assert isinstance(sub.error, RuntimeError) and "a second time" in str(sub.error)
+    assert "wrap the Publisher: reactive_streams.retry(publisher, attempts=" in str(sub.error)
     sub.assert_no_violations()
 
 
