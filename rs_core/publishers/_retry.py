@@ -64,19 +64,20 @@ class RetryPublisher(Generic[T]):
     ``on_error`` but the last, ``backoff`` seconds later (doubling each time; 0: at once).
 
     Each Subscriber gets one ``on_subscribe``, then the attempts' elements in order: a cold
-    upstream starts from its beginning, so it sees the first elements again. The demand it
-    has left carries over: an attempt is asked for what was requested and not yet received
-    (§3.17: saturating), at most ``WINDOW`` ahead of delivery (an unbounded request is passed
-    on in windows). The last error ends the stream, with a note (PEP 678) naming the attempt
-    count and the last earlier errors (``__context__`` is Python's own: a raise overwrites
-    it); ``on_complete`` passes through.
-    Rules: §1.3 (the drain delivers, and a replaced attempt's late signals are ignored), §3.5
-    and §3.7 (``cancel`` cancels the attempt (§3.12) or the pending timer, at most once), §3.6,
-    §3.9 (``request(n <= 0)`` is ``on_error``, the attempt cancelled), §1.1 (an attempt that
-    sends more than asked fails the stream). A resubscription after a backoff is made by the
-    ``timer`` hook's thread, at once by the thread that delivered the error, in a loop there
-    (no recursion). Signals arrive on whichever thread drives the drain: the upstream's, a
-    caller of ``request``, or the timer's. Nothing waits on a caller of ``request``/``cancel``.
+    upstream starts from its beginning, so it sees the first elements again. The demand left
+    carries over: an attempt is asked for what was requested and not yet received from the
+    attempts before (§3.17: saturating), at most ``WINDOW`` ahead of delivery (an unbounded
+    request goes up in windows). The last error ends the stream, with a note (PEP 678)
+    naming the attempt count and the last errors before it (not ``__context__``, which
+    Python overwrites when the drain raises it); ``on_complete`` passes through.
+    Rules: §1.3 (the drain delivers; a replaced attempt's late signals are ignored), §3.5,
+    §3.7 (``cancel`` stops the attempt (§3.12) or the pending timer, once), §3.6, §3.9
+    (``request(n <= 0)``: ``on_error``, the attempt cancelled), §1.1 (an attempt sending
+    more than asked fails the stream, unretried). A resubscription after a backoff is made
+    on the ``timer`` hook's thread; with no backoff, by the thread that delivered the error,
+    in a loop (no recursion). Signals arrive on whichever thread drives the drain: the
+    upstream's, a caller of ``request``, or the timer's. Nothing waits on a caller of
+    ``request`` or ``cancel``.
     """
 
     __slots__ = ("_attempts", "_backoff", "_timer", "_upstream")
