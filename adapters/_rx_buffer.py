@@ -11,7 +11,8 @@ from typing import TypeVar
 
 from reactivex.abc import DisposableBase
 
-from reactive_streams._drain import EMPTY, END, Source, _Marker
+from reactive_streams._drain import Source, _Marker
+from reactive_streams._source import poll_queued
 from reactive_streams._subscription import report_dropped
 
 T = TypeVar("T")
@@ -113,14 +114,7 @@ class _BufferSource(Source[T]):
         dropped.clear()
 
     def poll(self) -> T | _Marker:
-        done = self._done  # read before the queue: every push happened before _done was set
-        if self._items:
-            return self._items.popleft()
-        if done:
-            if self._error is not None:
-                raise self._error  # §1.4, after every buffered element
-            return END
-        return EMPTY
+        return poll_queued(self._done, self._items, self._error)  # in this order (see there)
 
     def at_end(self) -> bool:
         return self._done and not self._items

@@ -13,7 +13,7 @@ from itertools import islice, repeat, starmap, takewhile
 from operator import is_, is_not
 from typing import Any, Final, Generic, TypeVar, final
 
-__all__ = ["CHUNK", "EMPTY", "END", "QueueSink", "Source", "appender", "pull_chunk"]
+__all__ = ["CHUNK", "EMPTY", "END", "QueueSink", "Source", "appender", "poll_queued", "pull_chunk"]
 
 T = TypeVar("T")
 
@@ -135,6 +135,19 @@ def pull_chunk(values: Iterator[Any], size: int) -> tuple[list[Any], Exception |
         del chunk[[value is None for value in chunk].index(True) :]
         error = TypeError("§2.13: a source produced None")
     return chunk, error
+
+
+def poll_queued(done: bool, queue: deque[T], error: Exception | None) -> T | _Marker:
+    """``poll`` for a source whose elements wait in ``queue`` and whose end (``done``, with
+    ``error`` or not) follows them (§1.4, §1.5). Pass ``done`` first: read before the queue,
+    every append happened before it was set, and ``error`` before ``done``."""
+    if queue:
+        return queue.popleft()
+    if done:
+        if error is not None:
+            raise error
+        return END
+    return EMPTY
 
 
 def appender(sink: QueueSink[T]) -> Callable[[T], None]:

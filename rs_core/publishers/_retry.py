@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Final, Generic, Protocol, TypeVar, final
 
 from reactive_streams._demand import add_cap, produced
-from reactive_streams._drain import EMPTY, END, DrainSubscription, Source, _Marker
+from reactive_streams._drain import DrainSubscription, Source, _Marker
+from reactive_streams._source import poll_queued
 from reactive_streams._subscription import (
     report_dropped,
     require_element,
@@ -372,14 +373,7 @@ class _RetrySource(Source[T]):
         self._delivered += n  # owned: the drain
 
     def poll(self) -> T | _Marker:
-        done = self._done  # read before the queue: every append came before _done was set
-        if self.queue:
-            return self.queue.popleft()
-        if done:
-            if self._error is not None:
-                raise self._error
-            return END
-        return EMPTY
+        return poll_queued(self._done, self.queue, self._error)  # in this order (see there)
 
     def at_end(self) -> bool:
         return self._done and not self.queue
