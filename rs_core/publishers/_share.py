@@ -363,9 +363,7 @@ class SharePublisher(Generic[T]):
             with self._lock:
                 connection = self._connection
                 if connection is None or connection.disconnected:
-                    connection = _Connection(
-                        self._source, self._buffer_size, self._min_subscribers
-                    )
+                    connection = _Connection(self._source, self._buffer_size, self._min_subscribers)
                     self._connection = connection  # under _lock
             cursor: _Cursor[T] = _Cursor(connection)
             if connection.join(cursor):  # False: disconnected meanwhile; take a fresh one
@@ -409,4 +407,3 @@ def share(
         ([0, 1, 2], [0, 1, 2], True)
     """
     return SharePublisher(publisher, buffer_size=buffer_size, min_subscribers=min_subscribers)
-
