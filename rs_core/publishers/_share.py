@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
+from threading import get_ident
 from typing import Final, Generic, TypeVar, final
 
 from reactive_streams._demand import Replenisher, add_cap
@@ -39,6 +40,17 @@ _DISCONNECTED: Final = "disconnected"  # the last subscriber left: upstream canc
 
 def _nothing() -> None:
     pass
+
+
+def _wake(cursors: list[_Cursor[T]]) -> None:
+    """Wake each cursor's drain; one that raises a BaseException (out of a subscriber's
+    ``on_next``, run here inline) does not leave the others waiting for ever."""
+    for i, cursor in enumerate(cursors):
+        try:
+            cursor.wake()
+        except BaseException:
+            _wake(cursors[i + 1 :])
+            raise
 
 
 @final
@@ -98,6 +110,7 @@ class _Connection(Generic[T]):
         "_prefetch",
         "_received",
         "_replenisher",
+        "_requester",
         "_source",
         "_state",
         "_upstream",
@@ -121,6 +134,7 @@ class _Connection(Generic[T]):
         self._upstream = Upstream(self._pass, defer_nested=True)  # §2.5 once, §2.7 serial
         self._asked = 0  # owned: the thread whose turn it is to request (§2.7, Upstream)
         self._received = 0  # owned: the upstream's on_next calls are serial (§1.3)
+        self._requester = 0  # the thread inside upstream.request now; written by it alone
 
     # -- subscribers (downstream side) ------------------------------------------------------
 
@@ -266,11 +280,16 @@ class _Connection(Generic[T]):
             if self._done or self._state is _DISCONNECTED:
                 return  # §2.8: after a failure or the last cancel
             self._buffer.append(element)  # under _lock
+            if self._requester == get_ident():  # emitted inside our request: the waiting
+                return  # are woken once it returns, for all it brought (see _pass)
+        self._wake_waiting()
+
+    def _wake_waiting(self) -> None:
+        with self._lock:
             waiting, self._waiting = self._waiting, []  # under _lock
             for cursor in waiting:
                 cursor.waiting = False  # under _lock
-        for cursor in waiting:  # after the lock: a drain may run here, inline
-            cursor.wake()
+        _wake(waiting)  # after the lock: their drains may run here, inline
 
     def on_error(self, error: Exception) -> None:
         if error is None:  # §2.13
@@ -286,12 +305,18 @@ class _Connection(Generic[T]):
         (§1.1: a synchronous upstream emits inside it); one that raises fails every
         subscriber (§3.16) instead of escaping into a subscriber's drain."""
         self._asked = add_cap(self._asked, n)  # owned: the thread whose turn it is (§2.7)
+        # A synchronous upstream emits inside request: on_next then only appends, and the
+        # waiting are woken once, below. Only this thread can see its own id here.
+        self._requester = get_ident()  # owned: the turn's thread (one at a time, §2.7)
         try:
             upstream.request(n)
         except Exception as exc:
             error = RuntimeError(f"§3.16: the upstream's request({n}) raised {exc!r}")
             error.__cause__ = exc
             self._fail(error)
+        finally:
+            self._requester = 0
+            self._wake_waiting()
 
     def _fail(self, error: Exception) -> None:
         """Cancel upstream (§3.13), then end every subscriber with ``error`` (§1.4)."""
@@ -319,8 +344,7 @@ class _Connection(Generic[T]):
                 report_dropped(error, rule="1.7", where="upstream on_error after its end")
             return
         self._upstream.take()  # §2.4, §3.13: no request after the end; reference dropped
-        for cursor in cursors:  # after the lock: each drain delivers it (§1.3)
-            cursor.wake()
+        _wake(cursors)  # after the lock: each drain delivers it (§1.3)
 
 
 @final
