@@ -243,26 +243,48 @@ def test_a_cancelled_subscriber_stops_pacing_the_other() -> None:
     assert meter.cancels == 0
 
 
-def test_a_cancel_from_another_thread_unpaces_while_its_on_next_is_still_running() -> None:
-    """The slow one is cancelled while busy in on_next: the fast one goes on at once, without
-    waiting for that on_next to return (§3.12)."""
-    shared, _ = shared_range(100, buffer_size=8)
+def test_a_cancel_during_its_on_next_returns_at_once_and_unpaces_the_other() -> None:
+    """The slow one is cancelled from another thread while the drain is busy in its on_next:
+    cancel does not wait for it (§3.5), upstream stays, and once that on_next returns the
+    fast one gets the rest with no further request (one drain serves both: it was held)."""
+    shared, meter = shared_range(100, buffer_size=8)
     fast: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
     slow: RecordingSubscriber[int] = RecordingSubscriber()
     slow.on_next_hook = gate = HoldFirst()
     shared.subscribe(slow)
     shared.subscribe(fast)
+    assert fast.elements == list(range(8))
     worker = threading.Thread(target=slow.request, args=(1,))
     worker.start()
     try:
         assert gate.delivering.wait(5)
-        slow.cancel()
-        fast.await_terminal()
-        assert fast.elements == list(range(100))
+        slow.cancel()  # returns while on_next(0) is held on the worker
+        assert not meter.cancelled.is_set() and fast.elements == list(range(8))
     finally:
         gate.release.set()
         worker.join(5)
+    fast.await_terminal()
+    assert fast.elements == list(range(100)) and fast.completed
     assert slow.elements == [0] and not slow.is_terminated
+
+
+def test_the_last_cancel_during_its_on_next_cancels_upstream_at_once() -> None:
+    """§3.12: the only subscriber, cancelled from another thread while its on_next runs:
+    upstream is cancelled before that on_next returns."""
+    shared, meter = shared_range(100, buffer_size=8)
+    sub: RecordingSubscriber[int] = RecordingSubscriber()
+    sub.on_next_hook = gate = HoldFirst()
+    shared.subscribe(sub)
+    worker = threading.Thread(target=sub.request, args=(5,))
+    worker.start()
+    try:
+        assert gate.delivering.wait(5)
+        sub.cancel()
+        assert meter.cancelled.is_set() and meter.cancels == 1
+    finally:
+        gate.release.set()
+        worker.join(5)
+    assert sub.elements == [0] and not sub.is_terminated
 
 
 def test_the_last_cancel_cancels_upstream() -> None:
@@ -357,6 +379,41 @@ def test_a_subscriber_after_completion_gets_on_complete_at_once() -> None:
     assert late.completed and late.subscription is not None and not late.elements
     assert meter.subscriptions == 1
     late.assert_no_violations()
+
+
+def test_the_end_given_in_the_same_pass_as_the_last_elements_closes_the_share_for_good() -> None:
+    """The upstream completed while nobody asked; one request then takes the elements and
+    on_complete at once: a later subscriber gets on_complete, upstream is not subscribed again."""
+    shared, meter = shared_range(3)
+    a: RecordingSubscriber[int] = RecordingSubscriber()
+    shared.subscribe(a)
+    a.request(UNBOUNDED)
+    assert a.elements == [0, 1, 2] and a.completed
+    late: RecordingSubscriber[int] = RecordingSubscriber()
+    shared.subscribe(late)
+    assert late.completed and not late.elements and meter.subscriptions == 1
+
+
+def test_after_the_upstream_ended_a_late_subscriber_gets_what_is_still_held() -> None:
+    """The upstream completed; the slow one still holds the buffer from 0, so a newcomer
+    gets 0..9; once the slow one had 0..3, the next newcomer gets 4..9 (the buffer moved)."""
+    shared, meter = shared_range(10, buffer_size=16, min_subscribers=2)
+    fast: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    slow: RecordingSubscriber[int] = RecordingSubscriber()
+    shared.subscribe(fast)
+    shared.subscribe(slow)
+    assert fast.completed and not slow.elements
+    c: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    shared.subscribe(c)
+    assert c.elements == list(range(10)) and c.completed
+    slow.request(4)
+    assert shared.buffered == 6
+    d: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
+    shared.subscribe(d)
+    assert d.elements == list(range(4, 10)) and d.completed
+    slow.request(6)
+    assert slow.elements == list(range(10)) and slow.completed
+    assert meter.subscriptions == 1 and shared.buffered == 0
 
 
 def test_on_error_reaches_every_subscriber_at_once_and_late_ones_too() -> None:

@@ -1,23 +1,20 @@
 """``share``: one upstream subscription multicast to every subscriber, paced by the slowest.
 
-Each subscriber gets the one drain loop (``DrainSubscription``) over a cursor into a buffer that
-all of them share: the drain keeps §1.1, §1.3, §2.13, §3.3, §3.9 and §3.13 per subscriber as for
-every other publisher; the cursors, the buffer and the upstream live in ``_Connection``, under
-its lock. Why no multicast drain (RxJava's ``FlowablePublish`` moves all subscribers in
-lockstep, at the least demand): each subscriber here moves at its own demand, so it has its own
-position, and the drain per subscriber is already the WIP loop for one position.
+Why a drain loop of its own (the WIP / missed loop of rs_core/_drain.py, over all subscribers,
+as RxJava's ``FlowablePublish``): ``DrainSubscription`` serves one subscriber, and one per
+subscriber costs a whole pass per element per subscriber when the upstream pushes one at a time.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
-from threading import get_ident
+from collections.abc import Sequence
+from itertools import islice
+from operator import attrgetter
 from typing import Final, Generic, TypeVar, final
 
-from reactive_streams._demand import Replenisher, add_cap
-from reactive_streams._drain import EMPTY, END, DrainSubscription, Source, _Marker
+from reactive_streams._demand import Replenisher, add_cap, check_request, produced
 from reactive_streams._subscription import (
     report_dropped,
     require_error,
@@ -35,95 +32,73 @@ T = TypeVar("T")
 
 _IDLE: Final = "idle"  # fewer than min_subscribers have come: nothing subscribed upstream
 _CONNECTED: Final = "connected"  # subscribed upstream (or subscribing)
-_DISCONNECTED: Final = "disconnected"  # the last subscriber left: upstream cancelled
-
-
-def _nothing() -> None:
-    pass
-
-
-def _wake(cursors: list[_Cursor[T]]) -> None:
-    """Wake each cursor's drain; one that raises a BaseException (out of a subscriber's
-    ``on_next``, run here inline) does not leave the others waiting for ever."""
-    for i, cursor in enumerate(cursors):
-        try:
-            cursor.wake()
-        except BaseException:
-            _wake(cursors[i + 1 :])
-            raise
+_DISCONNECTED: Final = "disconnected"  # the last subscriber left early: upstream cancelled
+_POS: Final = attrgetter("pos")
 
 
 @final
-class _Cursor(Source[T]):
-    """One subscriber's place in the shared buffer: the Source its drain polls. ``pos`` (the
-    absolute index of its next element), ``waiting`` and ``joined`` are under the connection's
-    lock; every method but ``interrupt`` is called by its drain, serially (see Source)."""
+class _Inner(Generic[T]):
+    """One subscriber's Subscription: its demand and its place in the shared buffer.
 
-    __slots__ = ("_connection", "_wake", "joined", "pos", "waiting")
+    ``request``/``cancel`` may come from any thread, and from inside ``on_next`` (§3.2):
+    they change state under the connection's lock and leave the rest to its drain (§3.3).
+    Every field is under that lock; the drain alone signals the subscriber (§1.3).
+    """
 
-    def __init__(self, connection: _Connection[T]) -> None:
+    __slots__ = ("_connection", "bad", "cancelled", "demand", "pos", "started", "subscriber")
+
+    def __init__(self, connection: _Connection[T], subscriber: Subscriber[T]) -> None:
         self._connection = connection
-        self._wake: Callable[[], None] = _nothing
-        self.pos = 0
-        self.waiting = False  # found nothing new: the next element wakes its drain
-        self.joined = False  # counted among the connection's subscribers
+        self.subscriber: Subscriber[T] | None = subscriber  # None once it left (§3.13)
+        self.pos = 0  # the absolute index of its next element in the buffer
+        self.demand = 0  # requested and not yet taken for delivery (§1.1)
+        self.bad: Exception | None = None  # a §3.9 error, for the drain to deliver
+        self.cancelled = False  # one-way: read lock-free as a hint after on_next
+        self.started = False  # on_subscribe returned: the drain may signal it (§1.3)
 
-    def bind(self, wake: Callable[[], None]) -> None:
-        self._wake = wake
+    def request(self, n: int) -> None:
+        """Add ``n`` to the demand (§3.8), or the §3.9 error; never blocks (§3.4)."""
+        self._connection.request(self, n)
 
-    def wake(self) -> None:
-        self._wake()
-
-    def poll(self) -> T | _Marker:
-        return self._connection.take(self)
-
-    def at_end(self) -> bool:
-        return self._connection.at_end(self)
-
-    def interrupt(self) -> None:
-        self._connection.leave(self)  # cancelled while busy: stop pacing the others now
-
-    def close(self) -> None:
-        self._connection.leave(self)  # idempotent: after interrupt, a no-op
-        self._wake = _nothing  # §3.13: the drain let go of its subscriber
+    def cancel(self) -> None:
+        """Stop pacing the others now; idempotent, thread-safe (§3.5, §3.7, §3.12)."""
+        self._connection.cancel(self)
 
 
 @final
 class _Connection(Generic[T]):
-    """One connection of ``SharePublisher``: the upstream subscription, the shared buffer and
-    the subscribers' cursors. Upstream it is the Subscriber (signals from the upstream's
-    thread, serial, §1.3); downstream each cursor's drain calls ``take``/``at_end``/``leave``.
-    Everything shared is under ``_lock``; no lock is held while calling out (user code, the
-    upstream, a drain's ``wake``). The buffer holds the elements some current subscriber has
-    not had yet: from the slowest cursor (``_base``) to the newest element.
+    """One connection of ``SharePublisher``: the upstream subscription, the shared buffer,
+    the subscribers and the drain that serves them all. Upstream it is the Subscriber (its
+    signals serial, §1.3). Everything shared is under ``_lock``; no lock is held while calling
+    out (a subscriber, the upstream). The buffer holds what some current subscriber has not
+    been given yet: from the slowest one's place (``_base``) to the newest element.
     """
 
     __slots__ = (
         "_asked",
         "_base",
         "_buffer",
-        "_cursors",
         "_done",
         "_error",
+        "_inners",
         "_lock",
         "_min_subscribers",
         "_prefetch",
         "_received",
         "_replenisher",
-        "_requester",
         "_source",
         "_state",
         "_upstream",
-        "_waiting",
+        "_wip",
     )
 
     def __init__(self, source: Publisher[T], buffer_size: int, min_subscribers: int) -> None:
         self._lock = threading.Lock()
-        # Under _lock: the buffer and its absolute start, the cursors, the state.
+        # Under _lock: the buffer and its absolute start, the subscribers, the state, the WIP.
         self._buffer: deque[T] = deque()
-        self._base = 0  # the absolute index of _buffer[0]: the slowest cursor's pos
-        self._cursors: list[_Cursor[T]] = []
-        self._waiting: list[_Cursor[T]] = []  # cursors that found nothing new to take
+        self._base = 0  # the absolute index of _buffer[0]: the slowest subscriber's pos
+        self._inners: list[_Inner[T]] = []  # the current subscribers, in arrival order
+        self._wip = 0
         self._state = _IDLE
         self._done = False  # the upstream's terminal signal came (or a failure)
         self._error: Exception | None = None
@@ -134,25 +109,36 @@ class _Connection(Generic[T]):
         self._upstream = Upstream(self._pass, defer_nested=True)  # §2.5 once, §2.7 serial
         self._asked = 0  # owned: the thread whose turn it is to request (§2.7, Upstream)
         self._received = 0  # owned: the upstream's on_next calls are serial (§1.3)
-        self._requester = 0  # the thread inside upstream.request now; written by it alone
 
     # -- subscribers (downstream side) ------------------------------------------------------
 
-    def join(self, cursor: _Cursor[T]) -> bool:
-        """Count ``cursor`` as a subscriber from the oldest element still held; False once
-        this connection was disconnected (the caller makes a fresh one)."""
+    def subscribe(self, subscriber: Subscriber[T]) -> bool:
+        """Count ``subscriber`` from the oldest element still held (nothing skipped), signal
+        ``on_subscribe``, then serve it; False (nothing signalled) once disconnected."""
+        inner = _Inner(self, subscriber)
         with self._lock:
             if self._state is _DISCONNECTED:
                 return False
-            cursor.pos = self._base  # under _lock: nothing older is held, nothing skipped
-            cursor.joined = True  # under _lock
-            self._cursors.append(cursor)  # under _lock
+            inner.pos = self._base  # under _lock
+            self._inners.append(inner)  # under _lock
+        try:
+            subscriber.on_subscribe(inner)
+        except Exception as exc:  # §2.13: it counts as cancelled
+            report_dropped(exc, rule="2.13", where="on_subscribe raised; cancelled")
+            inner.cancel()
+        with self._lock:
+            inner.started = True  # under _lock
+            self._wip += 1  # under _lock
+            drain = self._wip == 1
+        if drain:
+            self._drain()
+        self._connect_if_ready()
         return True
 
-    def connect_if_ready(self) -> None:
+    def _connect_if_ready(self) -> None:
         """Subscribe upstream once ``min_subscribers`` are here (the autoConnect)."""
         with self._lock:
-            if self._state is not _IDLE or len(self._cursors) < self._min_subscribers:
+            if self._state is not _IDLE or len(self._inners) < self._min_subscribers:
                 return
             self._state = _CONNECTED  # under _lock: connect once
         try:
@@ -160,86 +146,170 @@ class _Connection(Generic[T]):
         except Exception as exc:  # a broken upstream (§1.9): every subscriber hears it
             self._fail(exc)
 
-    def take(self, cursor: _Cursor[T]) -> T | _Marker:
-        """The cursor's next element, ``EMPTY`` (it is then woken by the next one) or
-        ``END``; raises the upstream's error at once (§1.4; the buffer was dropped)."""
-        due = 0
+    def request(self, inner: _Inner[T], n: int) -> None:
+        error = check_request(n)
         with self._lock:
-            error = self._error
-            if error is None:
-                buffer = self._buffer
-                i = cursor.pos - self._base
-                if not cursor.joined:  # left meanwhile (a cancel from another thread)
-                    element: T | _Marker = EMPTY
-                elif i < len(buffer):
-                    element = buffer[i]
-                    cursor.pos += 1  # under _lock
-                    if i == 0:  # it was at the head: the head may move (the min, below)
-                        due = self._advance()
-                elif self._done:
-                    element = END
-                else:
-                    element = EMPTY
-                    if not cursor.waiting:
-                        cursor.waiting = True  # under _lock
-                        self._waiting.append(cursor)  # under _lock
-        if error is not None:
-            raise error
-        if due:
-            self._upstream.request(due)  # made after the lock; serial (§2.7)
-        return element
+            if inner.cancelled or inner.subscriber is None:  # §3.6
+                return
+            if error is not None:  # §3.9: delivered by the drain, so on_error stays serial
+                if inner.bad is None:
+                    inner.bad = error  # under _lock
+            else:
+                inner.demand = add_cap(inner.demand, n)  # §3.17; under _lock
+            self._wip += 1  # under _lock
+            if self._wip != 1:  # §3.3: the drain in progress serves it
+                return
+        self._drain()
 
-    def at_end(self, cursor: _Cursor[T]) -> bool:
-        """True when ``take`` would give ``END`` or raise: the terminal signal needs no
-        demand (§1.2, §2.9, §2.10)."""
+    def cancel(self, inner: _Inner[T]) -> None:
         with self._lock:
-            if not cursor.joined:
-                return False
-            if self._error is not None:
-                return True
-            return self._done and cursor.pos == self._base + len(self._buffer)
-
-    def leave(self, cursor: _Cursor[T]) -> None:
-        """The cursor's subscriber cancelled or terminated: it stops pacing the others; the
-        last one to leave a running connection cancels upstream (§3.12, refCount)."""
-        due = 0
-        cancel = False
-        with self._lock:
-            if not cursor.joined:
+            if inner.cancelled:
                 return  # §3.7
-            cursor.joined = False  # under _lock
-            self._cursors.remove(cursor)  # under _lock
-            if cursor.waiting:
-                cursor.waiting = False  # under _lock
-                self._waiting.remove(cursor)  # under _lock
-            if not self._cursors:
-                # Over for good once its end was reached (all delivered, or failed): later
-                # subscribers get the terminal signal. Else the next one connects afresh.
-                if self._state is _CONNECTED and (
-                    not self._done or (self._error is None and self._buffer)
-                ):
-                    self._state = _DISCONNECTED  # under _lock
-                    cancel = not self._done
-                self._base += len(self._buffer)  # under _lock
-                self._buffer.clear()  # §3.13: nobody is left to get them
-            elif cursor.pos == self._base:  # it may have been the one pacing the rest
-                due = self._advance()
-        if cancel:
+            inner.cancelled = True  # under _lock
+            disconnect = self._remove(inner)
+            if not disconnect:  # the others may move on now: the buffer's head, a replenish
+                self._wip += 1  # under _lock
+                if self._wip != 1:
+                    return
+        if disconnect:
             self._upstream.cancel()  # §3.12: once (§3.7), quietly (§3.15)
-        elif due:
-            self._upstream.request(due)
+        else:
+            self._drain()
+
+    def _remove(self, inner: _Inner[T]) -> bool:
+        """Under _lock: ``inner`` leaves (§3.13) and paces no one from now on; True when it
+        was the last one of a connection whose end was not reached: cancel upstream."""
+        if inner.subscriber is None:
+            return False
+        inner.subscriber = None  # under _lock
+        self._inners.remove(inner)  # under _lock
+        if self._inners:
+            return False
+        # Over for good once the last one was given the end (every element, or the error):
+        # later subscribers get the terminal signal. Else the next one connects afresh.
+        ended = self._done and (
+            self._error is not None or inner.pos == self._base + len(self._buffer)
+        )
+        disconnect = False
+        if self._state is _CONNECTED and not ended:
+            self._state = _DISCONNECTED  # under _lock
+            disconnect = not self._done
+        self._base += len(self._buffer)  # under _lock
+        self._buffer.clear()  # §3.13: nobody is left to get them
+        return disconnect
+
+    # -- the drain: one WIP loop serves every subscriber ------------------------------------
+
+    def _drain(self) -> None:
+        """The loop, run by the entry point that took the WIP from 0 (each changes state and
+        bumps ``_wip`` under the lock; the others return at once and it goes round again for
+        them, §3.3). Requests upstream while holding it: what a synchronous upstream emits
+        inside them is served by the next round, not by a nested drain."""
+        missed = 1
+        try:
+            while True:
+                disconnect = False
+                for inner, subscriber, batch, end in self._plan():
+                    disconnect |= self._serve(inner, subscriber, batch, end)
+                with self._lock:
+                    due = self._advance() if self._inners else 0
+                    if not (due or disconnect):
+                        self._wip -= missed  # under _lock
+                        missed = self._wip
+                        if not missed:
+                            return
+                        continue
+                if disconnect:
+                    self._upstream.cancel()  # §3.12: the last one left inside a signal
+                else:
+                    self._upstream.request(due)  # another round follows
+        except BaseException:  # out of a subscriber or the upstream: the caller gets it,
+            with self._lock:  # and the next signal drains again
+                self._wip = 0  # under _lock
+            raise
+
+    def _plan(self) -> list[tuple[_Inner[T], Subscriber[T], Sequence[T], Exception | bool]]:
+        """Under the lock, once a pass: what each subscriber gets now; the elements are
+        taken out of its demand (§1.1) and its place moves on before they are delivered."""
+        plan: list[tuple[_Inner[T], Subscriber[T], Sequence[T], Exception | bool]] = []
+        with self._lock:
+            buffer = self._buffer
+            tail = self._base + len(buffer)
+            for inner in list(self._inners):
+                subscriber = inner.subscriber
+                if not inner.started or subscriber is None:
+                    continue
+                failure = inner.bad if inner.bad is not None else self._error  # §3.9; or
+                # the upstream's error, at once
+                if failure is not None:
+                    self._remove(inner)
+                    plan.append((inner, subscriber, (), failure))
+                    continue
+                k = min(inner.demand, tail - inner.pos)
+                batch: Sequence[T] = ()
+                if k > 0:
+                    i = inner.pos - self._base
+                    batch = (buffer[i],) if k == 1 else list(islice(buffer, i, i + k))
+                    inner.pos += k  # under _lock
+                    inner.demand = produced(inner.demand, k)  # under _lock
+                end = self._done and inner.pos == tail  # §1.2: no demand needed
+                if end:
+                    self._remove(inner)  # it is given the rest and on_complete below
+                if batch or end:
+                    plan.append((inner, subscriber, batch, end))
+        return plan
+
+    def _serve(
+        self,
+        inner: _Inner[T],
+        subscriber: Subscriber[T],
+        batch: Sequence[T],
+        end: Exception | bool,
+    ) -> bool:
+        """Deliver one subscriber's share of a pass, then its terminal signal if due; True
+        when it was the last one and left by raising (§2.13): upstream is to be cancelled."""
+        for element in batch:
+            try:
+                subscriber.on_next(element)
+            except Exception as exc:  # §2.13: it counts as cancelled, the others go on
+                report_dropped(exc, rule="2.13", where="on_next raised; subscription cancelled")
+                return self._drop(inner)
+            except BaseException:  # KeyboardInterrupt, SystemExit: it ends that subscriber
+                if self._drop(inner):  # (§3.13) and goes on to the caller
+                    self._upstream.cancel()
+                raise
+            if inner.cancelled:  # cancel() from on_next or another thread (§3.12); a hint
+                return False
+        if end is False:
+            return False
+        try:
+            if end is True:
+                subscriber.on_complete()
+            else:
+                subscriber.on_error(end)
+        except Exception as exc:  # §2.13
+            report_dropped(exc, rule="2.13", where="on_complete/on_error raised")
+        return False
+
+    def _drop(self, inner: _Inner[T]) -> bool:
+        """A subscriber that raised counts as cancelled (§2.13); True: cancel upstream."""
+        with self._lock:
+            inner.cancelled = True  # under _lock
+            return self._remove(inner)
 
     def _advance(self) -> int:
-        """Under _lock: drop what every current subscriber has had (the buffer starts at
-        the slowest cursor); return what to request upstream now (75% rule)."""
-        head = min(cursor.pos for cursor in self._cursors)
+        """Under _lock: drop what every current subscriber was given (the buffer starts at
+        the slowest one); return what to request upstream now (the 75% rule)."""
+        head = min(map(_POS, self._inners))
         gone = head - self._base
-        if not gone:
+        if gone <= 0:
             return 0
         buffer = self._buffer
         for _ in range(gone):
             buffer.popleft()  # under _lock
         self._base = head  # under _lock
+        if self._done:  # §2.4: nothing more to ask for
+            return 0
         return self._replenisher.consumed(gone, len(buffer))  # under _lock
 
     @property
@@ -249,7 +319,7 @@ class _Connection(Generic[T]):
 
     @property
     def disconnected(self) -> bool:
-        return self._state is _DISCONNECTED  # a hint: join() decides under the lock
+        return self._state is _DISCONNECTED  # a hint: subscribe() decides under the lock
 
     # -- Subscriber (upstream side) ---------------------------------------------------------
 
@@ -280,16 +350,10 @@ class _Connection(Generic[T]):
             if self._done or self._state is _DISCONNECTED:
                 return  # §2.8: after a failure or the last cancel
             self._buffer.append(element)  # under _lock
-            if self._requester == get_ident():  # emitted inside our request: the waiting
-                return  # are woken once it returns, for all it brought (see _pass)
-        self._wake_waiting()
-
-    def _wake_waiting(self) -> None:
-        with self._lock:
-            waiting, self._waiting = self._waiting, []  # under _lock
-            for cursor in waiting:
-                cursor.waiting = False  # under _lock
-        _wake(waiting)  # after the lock: their drains may run here, inline
+            self._wip += 1  # under _lock
+            if self._wip != 1:  # the drain in progress serves it, next round
+                return
+        self._drain()
 
     def on_error(self, error: Exception) -> None:
         if error is None:  # §2.13
@@ -303,20 +367,14 @@ class _Connection(Generic[T]):
     def _pass(self, upstream: Subscription, n: int) -> None:
         """One ``upstream.request(n)``, made by ``Upstream`` in turn (§2.7), counted first
         (§1.1: a synchronous upstream emits inside it); one that raises fails every
-        subscriber (§3.16) instead of escaping into a subscriber's drain."""
+        subscriber (§3.16) instead of escaping into whoever asked."""
         self._asked = add_cap(self._asked, n)  # owned: the thread whose turn it is (§2.7)
-        # A synchronous upstream emits inside request: on_next then only appends, and the
-        # waiting are woken once, below. Only this thread can see its own id here.
-        self._requester = get_ident()  # owned: the turn's thread (one at a time, §2.7)
         try:
             upstream.request(n)
         except Exception as exc:
             error = RuntimeError(f"§3.16: the upstream's request({n}) raised {exc!r}")
             error.__cause__ = exc
             self._fail(error)
-        finally:
-            self._requester = 0
-            self._wake_waiting()
 
     def _fail(self, error: Exception) -> None:
         """Cancel upstream (§3.13), then end every subscriber with ``error`` (§1.4)."""
@@ -324,9 +382,8 @@ class _Connection(Generic[T]):
         self._terminate(error)
 
     def _terminate(self, error: Exception | None) -> None:
-        """The upstream ended: ``on_complete`` reaches each subscriber after its buffered
-        elements; ``on_error`` at once, dropping the buffer (as Reactor's publish)."""
-        cursors: list[_Cursor[T]] = []
+        """The upstream ended: ``on_complete`` reaches each subscriber after what is held for
+        it; ``on_error`` at once, dropping what is held (as Reactor's publish)."""
         with self._lock:
             ended = self._done
             if not ended:
@@ -335,16 +392,15 @@ class _Connection(Generic[T]):
                     self._error = error  # under _lock
                     self._base += len(self._buffer)  # under _lock
                     self._buffer.clear()  # under _lock
-                for cursor in self._waiting:
-                    cursor.waiting = False  # under _lock
-                self._waiting = []  # under _lock
-                cursors = list(self._cursors)
+                self._wip += 1  # under _lock
+                drain = self._wip == 1
         if ended:
             if error is not None:
                 report_dropped(error, rule="1.7", where="upstream on_error after its end")
             return
         self._upstream.take()  # §2.4, §3.13: no request after the end; reference dropped
-        _wake(cursors)  # after the lock: each drain delivers it (§1.3)
+        if drain:
+            self._drain()
 
 
 @final
@@ -352,18 +408,18 @@ class SharePublisher(Generic[T]):
     """Multicasts ``source`` to every subscriber over one upstream subscription.
 
     Upstream is subscribed once ``min_subscribers`` are here and asked for ``buffer_size``,
-    then for 75% of it each time that many elements left the buffer, i.e. reached every
-    current subscriber: upstream is never asked more than ``buffer_size`` ahead of the
-    slowest subscriber, which paces the rest. A subscriber that cancels stops pacing at
-    once; when the last one leaves, upstream is cancelled (§3.12) and the next subscriber
-    starts a fresh connection (the source is subscribed again; a one-shot source then
-    refuses it with ``on_error``, §1.9). A late subscriber gets the elements from its
-    subscription on, after those still held (not yet had by every earlier one).
-    ``on_complete`` reaches each after its buffered elements; ``on_error`` at once (the
-    buffer is dropped). A subscriber of a terminated share gets the terminal signal at once.
-    Rules per subscriber, by its drain: §1.1, §1.3, §2.13, §3.3, §3.9, §3.13. Threads: each
-    subscriber's signals arrive on the thread that made them possible: the upstream's (a
-    new element), or one calling ``request``/``cancel`` (which may then run upstream).
+    then for more each time 75% of that left the buffer, i.e. was given to every current
+    subscriber: it is never asked more than ``buffer_size`` ahead of the slowest, which paces
+    the rest. A subscriber that cancels paces no one from then on; when the last one leaves
+    before the end, upstream is cancelled (§3.12) and the next subscriber connects afresh
+    (the source is subscribed again; a one-shot source refuses it with ``on_error``, §1.9).
+    A late subscriber gets the elements from its subscription on, after those still held
+    (not yet given to every earlier one). ``on_complete`` reaches each after its elements;
+    ``on_error`` at once, dropping what is held. Once the end was reached, a new subscriber
+    gets ``on_subscribe`` and the terminal signal at once. Rules per subscriber: §1.1, §1.3,
+    §2.13 (one that raises is dropped, reported; the others go on), §3.3, §3.9, §3.13.
+    Threads: signals arrive on whichever thread runs the one drain: the upstream's, or one
+    calling ``request``/``cancel`` (which may then run a synchronous upstream).
     """
 
     __slots__ = ("_buffer_size", "_connection", "_lock", "_min_subscribers", "_source")
@@ -389,15 +445,12 @@ class SharePublisher(Generic[T]):
                 if connection is None or connection.disconnected:
                     connection = _Connection(self._source, self._buffer_size, self._min_subscribers)
                     self._connection = connection  # under _lock
-            cursor: _Cursor[T] = _Cursor(connection)
-            if connection.join(cursor):  # False: disconnected meanwhile; take a fresh one
-                break
-        DrainSubscription(subscriber, cursor).start()  # on_subscribe, then its drain
-        connection.connect_if_ready()
+            if connection.subscribe(subscriber):  # False: disconnected meanwhile; again
+                return
 
     @property
     def buffered(self) -> int:
-        """Elements held now for subscribers that have not had them (a snapshot)."""
+        """Elements held now for subscribers that have not been given them (a snapshot)."""
         with self._lock:
             connection = self._connection
         return connection.buffered if connection is not None else 0
