@@ -11,6 +11,7 @@ from reactive_streams.api import Processor, Publisher, Subscriber, Subscription
 from reactive_streams.errors import IllegalRequestError, OverflowViolation, ProtocolViolation
 from reactive_streams.publishers._publish_on import publish_on
 from reactive_streams.publishers._retry import retry
+from reactive_streams.publishers._share import share
 from reactive_streams.subscribers._base import BaseSubscriber
 
 __all__ = [
@@ -27,4 +28,5 @@ __all__ = [
     "pipe",
     "publish_on",
     "retry",
+    "share",
 ]
