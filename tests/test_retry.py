@@ -578,6 +578,20 @@ def test_spec101_an_attempt_sending_more_than_asked_fails_the_stream() -> None:
     assert sub.elements == [1]
 
 
+def test_spec213_an_attempt_signalling_none_fails_the_stream_without_retry() -> None:
+    """§2.13: an attempt's on_next(None) raises TypeError to that upstream, cancels it and
+    ends the stream with the §2.13 error; no retry (a bug, not a transient failure)."""
+    source = _Captured()
+    sub: RecordingSubscriber[int] = RecordingSubscriber(2)
+    retry(source, attempts=3).subscribe(sub)
+    source.subscribers[0].on_next(1)
+    with pytest.raises(TypeError):
+        source.subscribers[0].on_next(None)  # type: ignore[arg-type]
+    assert isinstance(sub.error, TypeError) and "§2.13" in str(sub.error)
+    assert source.subscriptions[0].cancelled.is_set() and len(source.subscribers) == 1
+    assert sub.elements == [1]
+
+
 def test_a_subscribe_that_raises_counts_as_that_attempts_failure() -> None:
     """§1.9 broken by the upstream (subscribe raises): that attempt failed; the next one runs."""
     calls = itertools.count(1)
