@@ -41,7 +41,7 @@ class EmitterLease(Generic[T]):
     :meth:`grant`, :meth:`end` and the holder's settling under the drain's lock.
     """
 
-    __slots__ = ("_baton", "_deliver", "_fallback", "_held", "_revoked", "_sub")
+    __slots__ = ("_baton", "_fallback", "_held", "_let_go", "_revoked", "_sub", "emit")
 
     def __init__(
         self, subscription: DrainSubscription[T], subscriber: Subscriber[T] | None
@@ -49,49 +49,15 @@ class EmitterLease(Generic[T]):
         self._sub = subscription
         self._baton: deque[int] = deque()  # the credit, while no one is delivering under it
         self._held = False  # a lease is granted and not ended: under the drain's lock
-        self._revoked = False  # no lease from now on: under the drain's lock
-        # The subscriber's on_next, bound once; let go when the subscription ends (§3.13).
-        self._deliver = subscriber.on_next if subscriber is not None else _released
-        if subscriber is None:  # made after the release
-            self._revoked = True
+        self._revoked = subscriber is None  # no lease from now on: under the drain's lock
         self._fallback: Callable[[T], None] = _no_fallback
+        # emit(element): the producer's call; _let_go(): drops the subscriber (§3.13).
+        self.emit, self._let_go = _emitter(self, subscriber)
 
     def bind(self, fallback: Callable[[T], None]) -> Callable[[T], None]:
         """Set the source's regular ``on_next``; return the emitter callable."""
         self._fallback = fallback
         return self.emit
-
-    def emit(self, element: T) -> None:
-        """Deliver ``element`` under the lease if its credit is here, else call the fallback.
-
-        The producer's thread. ``None`` always takes the fallback, which owns §2.13."""
-        baton = self._baton
-        if baton and element is not None:  # a look: the credit may be here
-            try:
-                credit = baton.pop()  # paused-at: claim
-            except IndexError:  # taken meanwhile: by an ender, or by a second thread
-                self._fallback(element)
-                return
-            try:  # the credit is ours alone until it is appended back
-                self._deliver(element)  # paused-at: deliver
-            except Exception as exc:  # §2.13: the subscriber counts as cancelled
-                source = self._sub._source
-                if source is not None:
-                    self._sub._subscriber_failed(source, exc)
-                return
-            except BaseException as exc:  # KeyboardInterrupt, SystemExit: as in the drain
-                self._sub._abort(exc)  # loop, the subscription ends; the producer gets it
-                raise
-            credit -= 1  # owned: the baton's holder
-            if credit:
-                baton.append(credit)  # for the next element, or for an ender
-                if self._sub._wip == 1:  # paused-at: returned
-                    return  # a lock-free look: nothing came (see docs/notes/lease.md)
-                self._settle(None)  # paused-at: settle
-            else:
-                self._settle(0)  # paused-at: spent
-            return
-        self._fallback(element)
 
     def grant(self) -> bool:
         """Under the drain's lock: take the lease for the calling producer if the drain is
@@ -151,7 +117,7 @@ class EmitterLease(Generic[T]):
         self._revoked = True
         self._held = False
         self._baton.clear()  # already empty: the ender or the failed holder took it
-        self._deliver = _released
+        self._let_go()
 
     def _take(self) -> int | None:
         """Under the drain's lock: claim the baton and return its credit; None when there is
@@ -205,6 +171,56 @@ class EmitterLease(Generic[T]):
                 sub._wip = 0
                 return
         sub._drain()  # cancel (§3.12), §3.9, buffered elements, the end; then releases
+
+
+def _emitter(
+    lease: EmitterLease[T], subscriber: Subscriber[T] | None
+) -> tuple[Callable[[T], None], Callable[[], None]]:
+    """Make a lease's ``emit`` and the call that lets its subscriber go (§3.13).
+
+    ``emit`` is a closure because it runs once per element: its reads are cell reads, which
+    cost less than attribute reads on ``self`` (measured: docs/notes/lease.md, "What it costs")."""
+    baton = lease._baton
+    sub = lease._sub
+    # The subscriber's on_next, bound once; let go when the subscription ends (§3.13).
+    deliver: Callable[[T], None] = subscriber.on_next if subscriber is not None else _released
+
+    def emit(element: T) -> None:
+        """Deliver ``element`` under the lease if its credit is here, else call the fallback.
+
+        The producer's thread. ``None`` always takes the fallback, which owns §2.13."""
+        if baton and element is not None:  # a look: the credit may be here
+            try:
+                credit = baton.pop()  # paused-at: claim
+            except IndexError:  # taken meanwhile: by an ender, or by a second thread
+                lease._fallback(element)
+                return
+            try:  # the credit is ours alone until it is appended back
+                deliver(element)  # paused-at: deliver
+            except Exception as exc:  # §2.13: the subscriber counts as cancelled
+                source = sub._source
+                if source is not None:
+                    sub._subscriber_failed(source, exc)
+                return
+            except BaseException as exc:  # KeyboardInterrupt, SystemExit: as in the drain
+                sub._abort(exc)  # loop, the subscription ends; the producer gets it
+                raise
+            credit -= 1  # owned: the baton's holder
+            if credit:
+                baton.append(credit)  # for the next element, or for an ender
+                if sub._wip == 1:  # paused-at: returned
+                    return  # a lock-free look: nothing came (see docs/notes/lease.md)
+                lease._settle(None)  # paused-at: settle
+            else:
+                lease._settle(0)  # paused-at: spent
+            return
+        lease._fallback(element)
+
+    def let_go() -> None:
+        nonlocal deliver
+        deliver = _released
+
+    return emit, let_go
 
 
 def _no_fallback(element: Any) -> None:

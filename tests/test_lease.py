@@ -11,7 +11,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pytest
 
@@ -23,8 +23,8 @@ from reactive_streams.testing import PausedAt, RecordingSubscriber, race, stack_
 
 T = TypeVar("T")
 
-
-
+# Every lease's emit is a closure with the same code: a fresh lease's stands for all in PausedAt.
+EMIT = EmitterLease(cast(Any, None), None).emit
 
 
 # -- a source that leases ------------------------------------------------------------------------
@@ -470,7 +470,7 @@ class TestEmitterLease:
         its element takes the regular path; no credit survives the revocation (§1.1)."""
         source, drain, sub = leased(RecordingSubscriber(10))
         source.push(0)  # the lease: credit 9 left
-        paused = PausedAt(EmitterLease.emit, "claim")
+        paused = PausedAt(EMIT, "claim")
         paused.start(lambda: source.push(1, 2))
         drain.revoke_lease()
         assert drain.demand == 9
@@ -489,7 +489,7 @@ class TestEmitterLease:
         WIP, and its next element takes the regular path."""
         source, drain, sub = leased(RecordingSubscriber(10))
         source.push(0)
-        paused = PausedAt(EmitterLease.emit, "deliver")
+        paused = PausedAt(EMIT, "deliver")
         paused.start(lambda: source.push(1, 2))
         drain.revoke_lease()
         assert drain.demand == 0  # left to the producer
@@ -507,7 +507,7 @@ class TestEmitterLease:
         and leaves the drain to the revoker; nothing is renewed (§1.1, §1.3)."""
         source, drain, sub = leased(RecordingSubscriber(10))
         source.push(0)
-        paused = PausedAt(EmitterLease.emit, "returned")
+        paused = PausedAt(EMIT, "returned")
         paused.start(lambda: source.push(1))
         drain.revoke_lease()
         assert drain.demand == 8
@@ -524,7 +524,7 @@ class TestEmitterLease:
         the lease; more demand later goes through the regular path, never a new lease."""
         source, drain, sub = leased(RecordingSubscriber(2))
         source.push(0)
-        paused = PausedAt(EmitterLease.emit, "spent")
+        paused = PausedAt(EMIT, "spent")
         paused.start(lambda: source.push(1))
         drain.revoke_lease()
         paused.resume()
