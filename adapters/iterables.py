@@ -23,6 +23,7 @@ from typing import Final, Generic, NoReturn, TypeVar, final
 from reactive_streams._drain import EMPTY, END, OnExecutor
 from reactive_streams._loop import running_loop
 from reactive_streams._prefetch import PrefetchQueue
+from reactive_streams._scan import Scan
 from reactive_streams._subscription import require_publisher, require_timeout
 from reactive_streams.api import Publisher
 from reactive_streams.publishers._iterable import IterablePublisher
@@ -119,6 +120,10 @@ class BlockingIterator(Generic[T]):
 
     def __iter__(self) -> BlockingIterator[T]:
         return self
+
+    def scan(self) -> Scan:
+        """This sink's state for :func:`~reactive_streams.snapshot` (any thread, no lock)."""
+        return self._queue.scan_sink("to_iterator", self._pending)
 
     def __next__(self) -> T:
         if self._closed:  # an upstream drain on another thread may append once after

@@ -7,6 +7,7 @@ base classes.
 from reactive_streams._checked import checked
 from reactive_streams._demand import UNBOUNDED
 from reactive_streams._pipe import pipe
+from reactive_streams._scan import Scan, Scannable, Snapshot, snapshot
 from reactive_streams.api import Processor, Publisher, Subscriber, Subscription
 from reactive_streams.errors import IllegalRequestError, OverflowViolation, ProtocolViolation
 from reactive_streams.publishers._publish_on import publish_on
@@ -22,6 +23,9 @@ __all__ = [
     "Processor",
     "ProtocolViolation",
     "Publisher",
+    "Scan",
+    "Scannable",
+    "Snapshot",
     "Subscriber",
     "Subscription",
     "checked",
@@ -29,4 +33,5 @@ __all__ = [
     "publish_on",
     "retry",
     "share",
+    "snapshot",
 ]

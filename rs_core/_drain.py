@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar, final
 from reactive_streams._demand import UNBOUNDED, add_cap, check_request, produced
 from reactive_streams._lease import EmitterLease
 from reactive_streams._policy import INLINE, DrainPolicy, OnExecutor, OnLoop
+from reactive_streams._scan import Scan, scan_drain
 from reactive_streams._source import CHUNK, EMPTY, END, QueueSink, Source, appender, pull_chunk
 from reactive_streams._source import _Marker as _Marker  # re-exported for the sources
 from reactive_streams._subscription import logger, report_dropped, start_daemon
@@ -62,10 +63,12 @@ class DrainSubscription(Generic[T]):
         "_bad_request",
         "_cancelled",
         "_cleanup_owed",
+        "_delivered",
         "_demand",
         "_drainer",
         "_lease",
         "_lock",
+        "_name",
         "_policy",
         "_requested",
         "_rescheduler",
@@ -77,13 +80,20 @@ class DrainSubscription(Generic[T]):
     )
 
     def __init__(
-        self, subscriber: Subscriber[T], source: Source[T], policy: DrainPolicy = INLINE
+        self,
+        subscriber: Subscriber[T],
+        source: Source[T],
+        policy: DrainPolicy = INLINE,
+        *,
+        name: str = "",
     ) -> None:
         self._lock = threading.Lock()
+        self._name = name or type(source).__name__  # the stage's name in a snapshot
         # Under _lock: the WIP counter, the demand and the flags the drain decides on.
         self._wip = 1  # held by start() until on_subscribe has returned (§1.3, §1.9)
         self._demand = 0
         self._requested = 0  # every valid request added up (saturating): see ``requested``
+        self._delivered = 0  # on_next calls made by the loop (a lease adds its own at its end)
         self._cancelled = False  # one-way; read lock-free as a hint, decided under _lock
         self._cleanup_owed = False  # cancel_deferring_cleanup() left the drain to cancel()
         self._bad_request: Exception | None = None
@@ -188,6 +198,17 @@ class DrainSubscription(Generic[T]):
         """Everything requested so far, added up (saturating; never lowered by emission): a
         push source tells exactly whether one more element was asked for. A snapshot."""
         return self._requested
+
+    def scan(self) -> Scan:
+        """This subscription's state for :func:`~reactive_streams.snapshot`: any thread, read
+        without the lock (a snapshot); elements delivered under a lease count from its end,
+        or while its credit is at rest."""
+        source = self._source
+        demand, delivered = self._demand, self._delivered
+        lease = self._lease
+        if lease is not None:
+            demand, delivered = lease.scan(demand, delivered)
+        return scan_drain(self._name, source, demand, delivered, self._cancelled)
 
     def delivering_here(self) -> bool:
         """True on the thread delivering this subscription's signals right now: the drain
@@ -360,6 +381,7 @@ class DrainSubscription(Generic[T]):
             with self._lock:
                 if emitted:
                     self._demand = produced(self._demand, emitted)  # under _lock
+                    self._delivered += emitted  # under _lock
                 if batch and spent >= batch and self._demand:
                     rescheduled = True  # keep the WIP and yield the thread or the loop
                 else:

@@ -41,7 +41,7 @@ class EmitterLease(Generic[T]):
     :meth:`grant`, :meth:`end` and the holder's settling under the drain's lock.
     """
 
-    __slots__ = ("_baton", "_fallback", "_held", "_let_go", "_revoked", "_sub", "emit")
+    __slots__ = ("_baton", "_fallback", "_granted", "_held", "_let_go", "_revoked", "_sub", "emit")
 
     def __init__(
         self, subscription: DrainSubscription[T], subscriber: Subscriber[T] | None
@@ -49,6 +49,7 @@ class EmitterLease(Generic[T]):
         self._sub = subscription
         self._baton: deque[int] = deque()  # the credit, while no one is delivering under it
         self._held = False  # a lease is granted and not ended: under the drain's lock
+        self._granted = 0  # the credit the lease started with: under the drain's lock
         self._revoked = subscriber is None  # no lease from now on: under the drain's lock
         self._fallback: Callable[[T], None] = _no_fallback
         # emit(element): the producer's call; _let_go(): drops the subscriber (§3.13).
@@ -79,6 +80,7 @@ class EmitterLease(Generic[T]):
             return False
         sub._wip = 1  # under _lock: the lease holds the WIP
         sub._demand = produced(demand, demand)  # under _lock: the credit leaves the demand
+        self._granted = demand  # under _lock
         self._held = True
         self._baton.append(demand)  # publishes the credit to its first holder
         return True
@@ -95,6 +97,7 @@ class EmitterLease(Generic[T]):
                 return  # no lease, or a holder is delivering: it settles after its element
             self._held = False
             sub._demand = add_cap(sub._demand, credit)  # under _lock
+            sub._delivered += self._granted - credit  # under _lock: what the lease delivered
             if sub._wip == 1:  # nothing missed: the loop's exit, without a pass
                 sub._wip = 0
                 return
@@ -106,6 +109,14 @@ class EmitterLease(Generic[T]):
             return self._baton[0]  # a look at a thread-safe deque, not a claim
         except IndexError:
             return 0
+
+    def scan(self, demand: int, delivered: int) -> tuple[int, int]:
+        """The drain's ``demand`` and ``delivered`` with this lease's credit at rest counted
+        in (a snapshot, for ``DrainSubscription.scan``); as given while none is at rest."""
+        credit = self.credit()
+        if not credit:
+            return demand, delivered
+        return add_cap(demand, credit), delivered + self._granted - credit
 
     def delivering(self) -> bool:
         """True while an element is delivered under the lease (a hint, for the producer)."""
@@ -163,9 +174,12 @@ class EmitterLease(Generic[T]):
             ):
                 sub._wip = 1  # under _lock: what was missed was only new demand (§3.3)
                 sub._demand = produced(demand, demand)
+                sub._delivered += self._granted - credit  # under _lock
+                self._granted = demand
                 self._baton.append(demand)
                 return
             sub._demand = demand  # under _lock: §1.1, the unused credit goes back
+            sub._delivered += self._granted - credit  # under _lock
             self._held = False
             if sub._wip == 1 and renewable:  # nothing missed: the loop's exit, without a pass
                 sub._wip = 0

@@ -13,8 +13,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar, final
 
-from reactive_streams._demand import Replenisher, add_cap
+from reactive_streams._demand import UNBOUNDED, Replenisher, add_cap
 from reactive_streams._drain import EMPTY, END, QueueSink, Source, _Marker
+from reactive_streams._scan import Scan
 from reactive_streams._subscription import (
     CANCELLED,
     cancel_quietly,
@@ -130,6 +131,48 @@ class PrefetchQueue(Source[T], QueueSink[T], Generic[T]):
         if self._lazy and not asked:
             return "subscribed, nothing requested yet (the first request waits for demand)"
         return f"{queued} queued, {asked} requested in all (prefetch={self._prefetch})"
+
+    # -- diagnostics (reactive_streams.snapshot): read without the lock --------------------
+
+    def asked(self) -> int:
+        return self._asked  # owned by the requesting thread: a stale read at worst
+
+    def in_flight(self) -> int | None:
+        """Asked and not yet arrived: the window less what was consumed since the last
+        request and what is queued (the replenisher asks again exactly what was consumed)."""
+        prefetch = self._replenisher.prefetch
+        if prefetch == UNBOUNDED:
+            return None
+        if not self._asked or self._done:
+            return 0
+        replenisher = self._replenisher
+        since = replenisher.limit - replenisher.until_due  # consumed since the last request
+        return max(0, prefetch - since - len(self._queue))
+
+    def upstream(self) -> object | None:
+        return self._upstream.linked
+
+    def scan_sink(self, name: str, pending: int = 0) -> Scan:
+        """The record of the sink that consumes this queue (``to_iterator``…), named ``name``;
+        ``pending``: elements it took and has not reported with ``consumed`` yet. Delivered
+        is not known once the queue ended (the upstream may end short of the window)."""
+        subscribed = self.subscribed or self._done
+        in_flight = self.in_flight()
+        delivered: int | None = None
+        if in_flight is not None and not self._done:
+            in_flight = max(0, in_flight - pending)
+            delivered = max(0, self._asked - in_flight - len(self._queue))
+        return Scan(
+            name,
+            asked=self._asked,
+            in_flight=in_flight,
+            buffered=len(self._queue),
+            delivered=delivered,
+            cancelled=self._cancelled,
+            terminated=self._ended,
+            subscribed=subscribed,
+            upstream=self._upstream.linked,
+        )
 
     # -- Subscriber (upstream side) ----------------------------------------------------------
 

@@ -99,6 +99,25 @@ class Source(Generic[T]):
     def close(self) -> None:
         """Release what the source holds (close a generator, cancel upstream). Called once."""
 
+    # -- diagnostics (reactive_streams.snapshot): any thread, read without locks ------------
+
+    def buffered(self) -> int:
+        """Elements held, not yet delivered (a snapshot)."""
+        queue = self.queue
+        return len(queue) if queue is not None else 0
+
+    def asked(self) -> int | None:
+        """Demand asked of an upstream in all; None for a source with no upstream."""
+        return None
+
+    def in_flight(self) -> int | None:
+        """Asked of the upstream and not yet arrived; None when not known."""
+        return None
+
+    def upstream(self) -> object | None:
+        """The next stage up (a Subscription), or None at the source."""
+        return None
+
 
 class QueueSink(Generic[T]):
     """A subscriber of this project's own that the drain may fill directly (fusion).

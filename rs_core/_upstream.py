@@ -12,7 +12,7 @@ from threading import get_ident
 from typing import final
 
 from reactive_streams._demand import add_cap, check_request
-from reactive_streams._subscription import CANCELLED, cancel_quietly
+from reactive_streams._subscription import CANCELLED, EmptySubscription, cancel_quietly
 from reactive_streams.api import Subscription
 
 __all__ = ["Upstream"]
@@ -77,6 +77,13 @@ class Upstream:
     def subscription(self) -> Subscription | None:
         """``None`` until ``set_once``; then the subscription; ``CANCELLED`` once taken."""
         return self._subscription
+
+    @property
+    def linked(self) -> Subscription | None:
+        """The subscription a snapshot walks up to: ``None`` before ``set_once`` and once
+        taken (§3.13: no link is kept then)."""
+        subscription = self._subscription
+        return None if isinstance(subscription, EmptySubscription) else subscription
 
     def set_once(self, subscription: Subscription, *, hold: bool = False) -> bool:
         """Keep ``subscription`` and pass on the demand asked for before it; ``False`` if

@@ -112,7 +112,9 @@ class IterablePublisher(Generic[T]):
         except Exception as exc:  # §1.4: a failing source becomes on_error
             reject(subscriber, exc)
             return
-        DrainSubscription(subscriber, _IteratorSource(iterator), self._policy).start()
+        DrainSubscription(
+            subscriber, _IteratorSource(iterator), self._policy, name="from_iterable"
+        ).start()
 
     def __repr__(self) -> str:
         return f"from_iterable({self._iterable!r})"

@@ -53,7 +53,7 @@ class PublishOnPublisher(Generic[T]):
     def subscribe(self, subscriber: Subscriber[T]) -> None:
         require_subscriber(subscriber)  # §1.9
         queue: PrefetchQueue[T] = PrefetchQueue(self._prefetch, self._limit, lazy=True)
-        subscription = DrainSubscription(subscriber, queue, self._policy)
+        subscription = DrainSubscription(subscriber, queue, self._policy, name="publish_on")
         try:
             self._upstream.subscribe(queue)
         except Exception as exc:  # a broken upstream (§1.9): fail downstream, never raise;

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Generic, TypeVar
 
 from reactive_streams._demand import UNBOUNDED
+from reactive_streams._scan import Scan
 from reactive_streams._subscription import (
     CANCELLED,
     EMPTY_SUBSCRIPTION,
@@ -116,6 +117,18 @@ class BaseSubscriber(Generic[T]):
         return self._done
 
     # -- hooks -------------------------------------------------------------------------------
+
+    def scan(self) -> Scan:
+        """This subscriber's state for :func:`~reactive_streams.snapshot` (any thread, no
+        lock): named after its class; it keeps no element counts."""
+        upstream = self._upstream
+        return Scan(
+            type(self).__name__,
+            cancelled=self._cancelled,
+            terminated=self._done and not self._cancelled,
+            subscribed=upstream.subscription is not None,
+            upstream=upstream.linked,
+        )
 
     def hook_on_subscribe(self, subscription: Subscription) -> None:
         """Called once with the upstream subscription; requests unbounded demand by default."""
