@@ -10,11 +10,13 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import islice
 from operator import attrgetter
 from typing import Final, Generic, TypeVar, final
 
 from reactive_streams._demand import Replenisher, add_cap, check_request, produced
+from reactive_streams._scan import Scan
 from reactive_streams._subscription import (
     report_dropped,
     require_error,
@@ -36,6 +38,17 @@ _DISCONNECTED: Final = "disconnected"  # the last subscriber left early: upstrea
 _POS: Final = attrgetter("pos")
 
 
+@dataclass(frozen=True)
+class _HubScan(Scan):
+    """The hub's record: ``waiting`` says what it waits for before it is subscribed."""
+
+    waiting: str = ""
+
+    @property
+    def state(self) -> str:
+        return self.waiting or super().state
+
+
 @final
 class _Inner(Generic[T]):
     """One subscriber's Subscription: its demand and its place in the shared buffer.
@@ -45,12 +58,24 @@ class _Inner(Generic[T]):
     Every field is under that lock; the drain alone signals the subscriber (§1.3).
     """
 
-    __slots__ = ("_connection", "bad", "cancelled", "demand", "pos", "started", "subscriber")
+    __slots__ = (
+        "_connection",
+        "bad",
+        "cancelled",
+        "demand",
+        "first",
+        "number",
+        "pos",
+        "started",
+        "subscriber",
+    )
 
     def __init__(self, connection: _Connection[T], subscriber: Subscriber[T]) -> None:
         self._connection = connection
         self.subscriber: Subscriber[T] | None = subscriber  # None once it left (§3.13)
         self.pos = 0  # the absolute index of its next element in the buffer
+        self.first = 0  # its pos on arrival: pos - first were given to it
+        self.number = 0  # its arrival order in the connection, from 1 (for a snapshot)
         self.demand = 0  # requested and not yet taken for delivery (§1.1)
         self.bad: Exception | None = None  # a §3.9 error, for the drain to deliver
         self.cancelled = False  # one-way: read lock-free as a hint after on_next
@@ -64,6 +89,22 @@ class _Inner(Generic[T]):
         """Stop pacing the others now; idempotent, thread-safe (§3.5, §3.7, §3.12)."""
         self._connection.cancel(self)
 
+    def scan(self) -> Scan:
+        """This subscriber's row for :func:`~reactive_streams.snapshot` (any thread, no lock):
+        its outstanding demand, what it was given, what the buffer holds for it; up: the hub.
+        Counts move once per pass of the drain (elements taken for delivery count as given)."""
+        connection, pos, live = self._connection, self.pos, self.subscriber is not None
+        held = connection.held_from(pos) if live else 0
+        return Scan(
+            f"share → subscriber {self.number}",
+            requested=self.demand if live else 0,
+            buffered=held,
+            delivered=pos - self.first,
+            cancelled=self.cancelled,
+            terminated=not live and not self.cancelled,
+            upstream=connection,
+        )
+
 
 @final
 class _Connection(Generic[T]):
@@ -75,6 +116,7 @@ class _Connection(Generic[T]):
     """
 
     __slots__ = (
+        "_arrived",
         "_asked",
         "_base",
         "_buffer",
@@ -98,6 +140,7 @@ class _Connection(Generic[T]):
         self._buffer: deque[T] = deque()
         self._base = 0  # the absolute index of _buffer[0]: the slowest subscriber's pos
         self._inners: list[_Inner[T]] = []  # the current subscribers, in arrival order
+        self._arrived = 0  # subscribers that came, all told (numbers them)
         self._wip = 0
         self._state = _IDLE
         self._done = False  # the upstream's terminal signal came (or a failure)
@@ -119,7 +162,9 @@ class _Connection(Generic[T]):
         with self._lock:
             if self._state is _DISCONNECTED:
                 return False
-            inner.pos = self._base  # under _lock
+            inner.pos = inner.first = self._base  # under _lock
+            self._arrived += 1  # under _lock
+            inner.number = self._arrived  # under _lock
             self._inners.append(inner)  # under _lock
         try:
             subscriber.on_subscribe(inner)
@@ -317,6 +362,37 @@ class _Connection(Generic[T]):
         with self._lock:
             return len(self._buffer)
 
+    def held_from(self, pos: int) -> int:
+        """Elements held from the absolute index ``pos`` on (a snapshot, no lock)."""
+        return max(0, self._base + len(self._buffer) - pos)
+
+    def scan(self) -> Scan:
+        """The hub's row (any thread, no lock): ``requested`` is the smallest outstanding
+        demand of the subscribers, ``asked``/``in_flight`` its upstream's, ``delivered`` what
+        every subscriber was given (it left the buffer). Upstream: the source's subscription."""
+        inners = tuple(self._inners)  # a copy: the list changes under _lock meanwhile
+        state, done, base, held = self._state, self._done, self._base, len(self._buffer)
+        live = [inner for inner in inners if inner.subscriber is not None]
+        asked, linked, count = self._asked, self._upstream.linked, len(live)
+        waiting = ""
+        if state is _IDLE:
+            waiting = f"waiting for min_subscribers: {count} of {self._min_subscribers} here"
+        elif state is _CONNECTED and not done and self._upstream.subscription is None:
+            waiting = "waiting for the upstream's on_subscribe"
+        return _HubScan(
+            f"share ({count} subscriber{'' if count == 1 else 's'})",
+            requested=min((inner.demand for inner in live), default=0),
+            asked=asked,
+            in_flight=0 if done else max(0, asked - self._received),
+            buffered=held,
+            delivered=base,
+            cancelled=state is _DISCONNECTED,
+            terminated=done and state is not _DISCONNECTED,
+            subscribed=not waiting,
+            upstream=linked,
+            waiting=waiting,
+        )
+
     @property
     def disconnected(self) -> bool:
         return self._state is _DISCONNECTED  # a hint: subscribe() decides under the lock
@@ -447,6 +523,19 @@ class SharePublisher(Generic[T]):
                     self._connection = connection  # under _lock
             if connection.subscribe(subscriber):  # False: disconnected meanwhile; again
                 return
+
+    def scan(self) -> Scan:
+        """The hub's row for :func:`~reactive_streams.snapshot` (any thread, no lock), so a
+        snapshot of this publisher starts there; before any subscriber, an idle hub's."""
+        connection = self._connection  # a snapshot: replaced under _lock
+        if connection is not None:
+            return connection.scan()
+        return _HubScan(
+            "share (0 subscribers)",
+            requested=0,
+            subscribed=False,
+            waiting=f"waiting for min_subscribers: 0 of {self._min_subscribers} here",
+        )
 
     @property
     def buffered(self) -> int:
