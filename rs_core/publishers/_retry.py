@@ -114,7 +114,8 @@ class RetryPublisher(Generic[T]):
         source: _RetrySource[T] = _RetrySource(
             self._upstream, self._attempts, self._backoff, self._timer
         )
-        DrainSubscription(subscriber, source).start()  # on_subscribe first, as Reactor does
+        subscription = DrainSubscription(subscriber, source, name="retry")
+        subscription.start()  # on_subscribe first, as Reactor does
         source.launch()  # then the first attempt (none if cancelled meanwhile)
 
 
@@ -390,6 +391,23 @@ class _RetrySource(Source[T]):
             pending.cancel()
         if attempt is not None:
             attempt.upstream.cancel()  # §3.15: a raising cancel is reported
+
+    # -- diagnostics (reactive_streams.snapshot): any thread, read without locks ------------
+
+    def asked(self) -> int | None:
+        """Asked of the current attempt, plus what the failed ones gave: less ``in_flight``,
+        every element accepted (delivered plus queued). Between attempts: what they gave."""
+        attempt = self._current  # a snapshot: replaced under _lock
+        return self._base if attempt is None else add_cap(attempt.base, attempt.asked)
+
+    def in_flight(self) -> int | None:
+        attempt = self._current
+        return 0 if attempt is None else max(0, attempt.asked - attempt.received)
+
+    def upstream(self) -> object | None:
+        """The live attempt's subscription; None between attempts (a backoff) and after."""
+        attempt = self._current
+        return None if attempt is None else attempt.upstream.linked
 
     def close(self) -> None:
         self.interrupt()
