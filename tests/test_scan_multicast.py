@@ -23,8 +23,9 @@ def sink_and_hub(snap: Snapshot) -> tuple[Scan, Scan, Scan, Scan]:
     return source, hub, row, sink
 
 
-def check_pacing(fast: BlockingIterator[int], slow: BlockingIterator[int]) -> None:
-    """The invariants of one quiescent moment, read from both sinks' snapshots."""
+def check_pacing(fast: BlockingIterator[int], slow: BlockingIterator[int]) -> bool:
+    """The invariants of one quiescent moment, read from both sinks' snapshots; True when
+    the fast one waits with demand while the slow one has none."""
     seen = {}
     for number, it in ((1, fast), (2, slow)):
         snap = snapshot(it)
@@ -49,6 +50,9 @@ def check_pacing(fast: BlockingIterator[int], slow: BlockingIterator[int]) -> No
     assert hub.requested == min(fast_row.requested, slow_row.requested)
     assert hub.requested <= slow_row.requested  # the slower one's demand bounds it
     assert hub.buffered == max(fast_row.buffered, slow_row.buffered)
+    if slow_row.requested == 0 and (slow_row.delivered or 0) < (fast_row.delivered or 0):
+        assert hub.state.endswith("paced by subscriber 2")  # the one furthest back
+    return fast_row.requested > 0 and slow_row.requested == 0
 
 
 def available(it: BlockingIterator[int]) -> int:
@@ -63,7 +67,7 @@ def test_share_snapshot_names_each_stage_and_paces_by_the_slower() -> None:
     slow = to_iterator(shared, prefetch=2, timeout=TIMEOUT)
     got_fast: list[int] = []
     got_slow: list[int] = []
-    lead = 0  # how far the fast one got ahead: the pacing is exercised
+    lead = held_back = 0  # how far the fast one got ahead, how often it waited
     check_pacing(fast, slow)
     while len(got_slow) < N:
         got_slow.append(next(slow))  # the slow one: one element a step
@@ -73,8 +77,8 @@ def test_share_snapshot_names_each_stage_and_paces_by_the_slower() -> None:
             got_fast.append(next(fast))
         lead = max(lead, len(got_fast) - len(got_slow))
         if len(got_slow) < N - 3 * B:  # before the end: both still here
-            check_pacing(fast, slow)
-    assert got_slow == list(range(N)) and lead >= B // 2
+            held_back += check_pacing(fast, slow)
+    assert got_slow == list(range(N)) and lead >= B // 2 and held_back > 0
     got_fast.extend(fast)
     assert got_fast == list(range(N))
     hub = snapshot(shared)[-1]

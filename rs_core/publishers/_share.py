@@ -36,17 +36,21 @@ _IDLE: Final = "idle"  # fewer than min_subscribers have come: nothing subscribe
 _CONNECTED: Final = "connected"  # subscribed upstream (or subscribing)
 _DISCONNECTED: Final = "disconnected"  # the last subscriber left early: upstream cancelled
 _POS: Final = attrgetter("pos")
+_DEMAND: Final = attrgetter("demand")
 
 
 @dataclass(frozen=True)
 class _HubScan(Scan):
-    """The hub's record: ``waiting`` says what it waits for before it is subscribed."""
+    """The hub's record: ``waiting`` says what it waits for before it is subscribed;
+    ``paced_by``, the subscriber furthest back of those with no demand (0: none, or alone)."""
 
     waiting: str = ""
+    paced_by: int = 0
 
     @property
     def state(self) -> str:
-        return self.waiting or super().state
+        paced = f", paced by subscriber {self.paced_by}" if self.paced_by else ""
+        return self.waiting or super().state + paced
 
 
 @final
@@ -379,9 +383,12 @@ class _Connection(Generic[T]):
             waiting = f"waiting for min_subscribers: {count} of {self._min_subscribers} here"
         elif state is _CONNECTED and not done and self._upstream.subscription is None:
             waiting = "waiting for the upstream's on_subscribe"
+        idle = [inner for inner in live if not inner.demand]  # no demand: holding back?
+        paced = count > 1 and idle and state is _CONNECTED and not done
+        behind = min(idle, key=_POS) if paced else None  # the furthest back
         return _HubScan(
             f"share ({count} subscriber{'' if count == 1 else 's'})",
-            requested=min((inner.demand for inner in live), default=0),
+            requested=min(map(_DEMAND, live), default=0),
             asked=asked,
             in_flight=0 if done else max(0, asked - self._received),
             buffered=held,
@@ -391,6 +398,7 @@ class _Connection(Generic[T]):
             subscribed=not waiting,
             upstream=linked,
             waiting=waiting,
+            paced_by=0 if behind is None else behind.number,
         )
 
     @property
