@@ -10,6 +10,7 @@ from reactive_streams._pipe import pipe
 from reactive_streams._scan import Scan, Scannable, Snapshot, snapshot
 from reactive_streams.api import Processor, Publisher, Subscriber, Subscription
 from reactive_streams.errors import IllegalRequestError, OverflowViolation, ProtocolViolation
+from reactive_streams.publishers._log import log
 from reactive_streams.publishers._publish_on import publish_on
 from reactive_streams.publishers._retry import retry
 from reactive_streams.publishers._share import share
@@ -29,6 +30,7 @@ __all__ = [
     "Subscriber",
     "Subscription",
     "checked",
+    "log",
     "pipe",
     "publish_on",
     "retry",

@@ -76,6 +76,7 @@ class DrainSubscription(Generic[T]):
         "_sink",
         "_source",
         "_subscriber",
+        "_terminated",
         "_wip",
     )
 
@@ -94,7 +95,7 @@ class DrainSubscription(Generic[T]):
         self._demand = 0
         self._requested = 0  # every valid request added up (saturating): see ``requested``
         self._delivered = 0  # on_next calls made by the loop (a lease adds its own at its end)
-        self._cancelled = False  # one-way; read lock-free as a hint, decided under _lock
+        self._cancelled = self._terminated = False  # one-way; read lock-free, set under _lock
         self._cleanup_owed = False  # cancel_deferring_cleanup() left the drain to cancel()
         self._bad_request: Exception | None = None
         self._subscriber: Subscriber[T] | None = subscriber
@@ -204,11 +205,11 @@ class DrainSubscription(Generic[T]):
         without the lock (a snapshot); elements delivered under a lease count from its end,
         or while its credit is at rest."""
         source = self._source
-        demand, delivered = self._demand, self._delivered
+        demand, delivered, ended = self._demand, self._delivered, self._terminated
         lease = self._lease
         if lease is not None:
             demand, delivered = lease.scan(demand, delivered)
-        return scan_drain(self._name, source, demand, delivered, self._cancelled)
+        return scan_drain(self._name, source, demand, delivered, self._cancelled and not ended)
 
     def delivering_here(self) -> bool:
         """True on the thread delivering this subscription's signals right now: the drain
@@ -371,10 +372,10 @@ class DrainSubscription(Generic[T]):
                     elif emitted != limit and source.queue is not None:
                         source.want(demand - emitted)  # a fused pull source fetches on demand
                 except Exception as exc:
-                    self._terminate(subscriber, source, exc)
+                    self._terminate(subscriber, source, exc, emitted)
                     return False
                 if over and not self._cancelled:
-                    self._terminate(subscriber, source, None)
+                    self._terminate(subscriber, source, None, emitted)
                     return False
 
             spent += emitted
@@ -453,7 +454,7 @@ class DrainSubscription(Generic[T]):
                 if queue is not None:
                     source.consumed(n)
             if error is not None or n != size:  # the iterator failed (§1.4) or ended (§1.5)
-                self._terminate(subscriber, source, error)
+                self._terminate(subscriber, source, error, emitted)
                 return -1
         return emitted
 
@@ -470,7 +471,7 @@ class DrainSubscription(Generic[T]):
                 if value is empty:
                     return emitted  # nothing now: the source wakes the drain later
                 if value is None:
-                    self._fail(TypeError("§2.13: a source produced None"))
+                    self._fail(TypeError("§2.13: a source produced None"), emitted)
                     return -1
                 try:
                     on_next(value)
@@ -482,10 +483,10 @@ class DrainSubscription(Generic[T]):
                     self._stop_cancelled(source)
                     return -1
         except Exception as exc:  # §1.4: a failing source becomes on_error
-            self._fail(exc)
+            self._fail(exc, emitted)
             return -1
         if emitted != n:  # the iterator ended (END, §1.5)
-            self._fail(None)
+            self._fail(None, emitted)
             return -1
         return emitted
 
@@ -524,14 +525,14 @@ class DrainSubscription(Generic[T]):
 
     # -- endings ------------------------------------------------------------------------
 
-    def _fail(self, error: Exception | None) -> None:
+    def _fail(self, error: Exception | None, emitted: int = 0) -> None:
         """End the stream with ``error`` (§1.4), or complete it (None, §1.5); once."""
         subscriber, source = self._subscriber, self._source
         if subscriber is None or source is None:
             if error is not None:
                 report_dropped(error, where="the drain, after the subscription ended")
             return
-        self._terminate(subscriber, source, error)
+        self._terminate(subscriber, source, error, emitted)
 
     def _abort(self, error: BaseException) -> None:
         """A BaseException passes through the drain or a lease: release the subscription
@@ -560,11 +561,12 @@ class DrainSubscription(Generic[T]):
         report_dropped(error, rule="2.13", where="on_next raised; subscription cancelled")
 
     def _terminate(
-        self, subscriber: Subscriber[T], source: Source[T], error: Exception | None
+        self, subscriber: Subscriber[T], source: Source[T], error: Exception | None, n: int = 0
     ) -> None:
-        """Release everything, then deliver one terminal signal (§1.6, §1.7)."""
+        """Count the last pass's ``n``, release everything, deliver one end (§1.6, §1.7)."""
         with self._lock:
-            self._cancelled = True  # under _lock; §1.6: the subscription counts as cancelled
+            self._cancelled = self._terminated = True  # under _lock; §1.6: counts as cancelled
+            self._delivered += n  # under _lock
             if error is None:  # §3.9: a request(n <= 0) made before this point is answered,
                 error = self._bad_request  # even from the last on_next before the end
         self._release()
