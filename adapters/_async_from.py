@@ -148,6 +148,10 @@ class _AsyncIteratorSource(Source[T]):
     def at_end(self) -> bool:
         return self._outcome is not _NOTHING and not self.queue
 
+    def in_flight(self) -> int:
+        """An ``__anext__`` awaited now: 1, else 0 (a snapshot of loop-owned state)."""
+        return 1 if self._pump is not None and not self._idle else 0
+
     def _pump_ended(self, pump: asyncio.Task[None]) -> None:
         """A pump is done, maybe without running: cancelled before its first step or during
         an ``__anext__`` (the loop shutting down), or ended by a BaseException of the
@@ -326,7 +330,7 @@ class AsyncIterablePublisher(Generic[T]):
         if not hasattr(type(iterator), "__aiter__"):  # aiter() asks only for __anext__
             iterator = _SelfIterating(iterator)
         source = _AsyncIteratorSource(iterator, loop, contextvars.copy_context())
-        DrainSubscription(subscriber, source, OnLoop(loop)).start()
+        DrainSubscription(subscriber, source, OnLoop(loop), name="from_async_iterable").start()
 
     def __repr__(self) -> str:
         return f"from_async_iterable({self._aiterable!r})"

@@ -15,12 +15,14 @@ import threading
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from itertools import repeat
+from operator import length_hint
 from types import AsyncGeneratorType, TracebackType
 from typing import Final, Generic, TypeVar, final
 
 from reactive_streams._drain import EMPTY, END, _Marker
 from reactive_streams._loop import BATCH, on_loop
 from reactive_streams._prefetch import PrefetchQueue
+from reactive_streams._scan import Scan
 from reactive_streams._subscription import report_dropped, require_publisher, require_timeout
 from reactive_streams.api import Publisher
 
@@ -106,7 +108,7 @@ class _Window(Generic[T]):
     subscription that is still open (§3.13). Owned by the consumer's loop (or by the thread
     that drops the last reference, when nothing else can reach it)."""
 
-    __slots__ = ("loop", "origin", "phase", "publisher", "queue", "signal")
+    __slots__ = ("loop", "origin", "phase", "publisher", "queue", "rest", "round", "signal")
 
     def __init__(self, publisher: Publisher[T], prefetch: int) -> None:
         self.queue: PrefetchQueue[T] = PrefetchQueue(prefetch)  # validates prefetch
@@ -115,6 +117,15 @@ class _Window(Generic[T]):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.signal: _LoopSignal | None = None
         self.phase = _NEW
+        # The round being handed over (per round, for scan): its size and what is left of it.
+        self.round = 0
+        self.rest: repeat[deque[T]] | None = None
+
+    def pending(self) -> int:
+        """Elements of the current round handed over and not yet reported with ``consumed``
+        (a snapshot, from any thread)."""
+        rest = self.rest
+        return 0 if rest is None else max(0, self.round - length_hint(rest))
 
     def subscribe(self) -> None:
         loop = asyncio.get_running_loop()
@@ -178,9 +189,12 @@ async def _iterate(window: _Window[T], timeout: float | None) -> AsyncGenerator[
                 every = queue.until_replenish
                 if n > every:
                     n = every
-                for value in map(popleft, repeat(items, n)):  # never ==, unlike iter()
+                window.round = n  # owned: the loop; per round, for scan (see pending)
+                rest = window.rest = repeat(items, n)
+                for value in map(popleft, rest):  # never ==, unlike iter()
                     yield value
                 deadline = None
+                window.rest = None  # before consumed(n), which may run a synchronous upstream
                 queue.consumed(n)  # replenishes at the limit: at most prefetch ahead
                 ran += n
                 if ran >= BATCH:
@@ -283,6 +297,12 @@ class AsyncPublisherIterator(Generic[T]):
         seconds = require_timeout(timeout, "to_async_iterator()")
         self._window: _Window[T] = _Window(publisher, prefetch)
         self._agen = _without_loop_finalizer(_iterate(self._window, seconds))
+
+    def scan(self) -> Scan:
+        """This sink's state for :func:`~reactive_streams.snapshot` (any thread, no lock);
+        ``subscribed`` is False until the first ``__anext__`` (or ``async with``)."""
+        window = self._window
+        return window.queue.scan_sink("to_async_iterator", window.pending())
 
     @property
     def subscriber(self) -> PrefetchQueue[T]:

@@ -118,3 +118,8 @@ class _BufferSource(Source[T]):
 
     def at_end(self) -> bool:
         return self._done and not self._items
+
+    def buffered(self) -> int:
+        """Elements held (a snapshot, for ``snapshot()``): the buffer, fused or not (LATEST
+        pops through ``poll`` and sets no ``queue``)."""
+        return len(self._items)

@@ -415,7 +415,8 @@ class ObservablePublisher(Generic[T]):
     def subscribe(self, subscriber: Subscriber[T]) -> None:
         require_subscriber(subscriber)  # §1.9
         source: _ObservableSource[T] = _ObservableSource(self)
-        subscription = DrainSubscription(subscriber, source)
+        name = f"from_observable({self._strategy.value})"  # upstream: Rx, not scanned
+        subscription = DrainSubscription(subscriber, source, name=name)
         source.subscription = subscription
         subscription.start()
         source.start()

@@ -21,6 +21,7 @@ from reactivex.subject import Subject
 
 from reactive_streams._demand import add_cap
 from reactive_streams._drain import DrainSubscription
+from reactive_streams._scan import Scan
 from reactive_streams._subscription import (
     CANCELLED,
     cancel_quietly,
@@ -106,6 +107,7 @@ class RxProcessor(Generic[T, R]):
         self._buffer_size = buffer_size
         self._lock = threading.Lock()
         self._outstanding = 0  # inputs requested from upstream and not yet received
+        self._asked = 0  # inputs requested from upstream in all: owned by the turn (§2.7)
         self._expansion = 1  # E: the most outputs one input produced during its on_next
         self._measured = False  # E is known once the first input went through the chain
         # set once (§2.5); requests serial (§2.7), none from inside another (defer_nested)
@@ -176,6 +178,26 @@ class RxProcessor(Generic[T, R]):
         if subscription is not None:
             downstream = f"{subscription.requested} requested by its subscriber in all"
         return f"<RxProcessor at {id(self):#x} {state}, {queued} queued, {downstream}>"
+
+    def scan(self) -> Scan:
+        """The processor's state for :func:`~reactive_streams.snapshot` (any thread, no lock):
+        its input side (inputs asked of upstream, in flight) and the outputs it holds, with
+        its subscriber's demand; upstream is its upstream subscription. Its subscriber's
+        subscription ("rx_processor output") links here, so a walk from the sink passes both.
+        """
+        source = self._source
+        subscription = source.subscription
+        return Scan(
+            "rx_processor",
+            requested=subscription.scan().requested if subscription is not None else 0,
+            asked=self._asked,
+            in_flight=self._outstanding,  # written under _lock: a snapshot
+            buffered=len(source._items),
+            cancelled=source._cancelled,
+            terminated=source._done and not source._cancelled,
+            subscribed=self._upstream.subscription is not None,
+            upstream=self._upstream.linked,
+        )
 
     def _feed(self, observer: ObserverBase[T], _scheduler: Any = None) -> DisposableBase:
         """The chain's input: upstream's elements, once. A second subscription (``repeat``,
@@ -301,6 +323,7 @@ class RxProcessor(Generic[T, R]):
         """One ``upstream.request(n)``, made by ``Upstream`` in turn (§2.7). One that raises
         breaks §3.16: the upstream is cancelled, and its error goes through the chain as its
         on_error would, after the outputs already buffered (as PrefetchQueue does)."""
+        self._asked = add_cap(self._asked, n)  # owned: Upstream's requesting turn (§2.7)
         try:
             upstream.request(n)
         except BaseException as exc:  # whatever it recorded is not outstanding any more
@@ -346,7 +369,7 @@ class RxProcessor(Generic[T, R]):
                 RuntimeError("§1.11: rx_processor is unicast: it serves one subscriber"),
             )
             return
-        subscription = DrainSubscription(subscriber, self._source)
+        subscription = DrainSubscription(subscriber, self._source, name="rx_processor output")
         self._source.subscription = subscription
         subscription.start()
 
@@ -410,6 +433,12 @@ class _ProcessorSource(_BufferSource[R]):
 
     def consumed(self, n: int) -> None:
         self._processor._replenish()
+
+    def buffered(self) -> int:
+        return 0  # the outputs are the processor's: its own row shows them (upstream())
+
+    def upstream(self) -> object | None:
+        return self._processor  # its row: the input side, then on to its upstream
 
     def want(self, n: int) -> None:
         self._processor._replenish()  # the buffer ran dry with demand: room to request?

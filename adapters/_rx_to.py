@@ -61,7 +61,7 @@ def _observer_queue(
 ) -> tuple[PrefetchQueue[T], DrainSubscription[T]]:
     """The subscriber inside ``to_observable``: a prefetch window drained into ``observer``."""
     queue: PrefetchQueue[T] = PrefetchQueue(prefetch)
-    subscription = DrainSubscription(_ObserverSubscriber(observer), queue)
+    subscription = DrainSubscription(_ObserverSubscriber(observer), queue, name="to_observable")
     subscription.start()
     return queue, subscription
 

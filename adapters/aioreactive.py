@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, Final, Generic, TypeVar, final
 
 from reactive_streams.adapters._extras import missing_extra
@@ -40,6 +41,7 @@ from reactive_streams._loop import (
     start_eagerly,
     start_task,
 )
+from reactive_streams._scan import Scan
 from reactive_streams._subscription import (
     not_an_exception,
     reject,
@@ -266,6 +268,14 @@ class _HandOff(AsyncObserver[T], Source[T]):
     def at_end(self) -> bool:
         return self._slot is _NOTHING and self._terminal is not None
 
+    # diagnostics (snapshot): snapshots of loop-owned state, from any thread
+
+    def buffered(self) -> int:
+        return 0 if self._slot is _NOTHING else 1  # the slot
+
+    def in_flight(self) -> int:
+        return 1 if self._wanted else 0  # an asend let through, its element not here yet
+
     def close(self) -> None:
         """Cancel: drop the slot, release a waiting ``asend``, dispose upstream (§3.13)."""
         if self._closed:
@@ -328,7 +338,8 @@ class AsyncObservablePublisher(Generic[T]):
             reject(subscriber, loop)
             return
         handoff: _HandOff[T] = _HandOff(self._source, loop)
-        DrainSubscription(subscriber, handoff, OnLoop(loop)).start()
+        name = "from_async_observable"  # upstream: aioreactive, not scanned
+        DrainSubscription(subscriber, handoff, OnLoop(loop), name=name).start()
         try:  # on the loop: subscribed before this returns (a hot source's elements kept)
             call_on_loop(loop, handoff.connect)
         except RuntimeError as exc:  # closed since resolve_loop: the drain cannot run either
@@ -470,7 +481,28 @@ class PublisherAsyncObservable(AsyncObservable[T], Generic[T]):
                 task.cancel()  # aclose, the pump ends by itself: let the observer's code finish
             await iterator.aclose()
 
-        return AsyncDisposable.create(dispose)
+        return _ScannableDisposable(dispose, iterator)
+
+
+@final
+class _ScannableDisposable(AsyncDisposable):
+    """What ``subscribe_async`` returns: disposing cancels; ``scan()`` reads the window it
+    sends from, so ``snapshot(disposable)`` walks from here up to the source."""
+
+    __slots__ = ("_dispose", "_iterator")
+
+    def __init__(
+        self, dispose: Callable[[], Awaitable[None]], iterator: AsyncPublisherIterator[Any]
+    ) -> None:
+        self._dispose = dispose
+        self._iterator = iterator
+
+    async def dispose_async(self) -> None:
+        await self._dispose()
+
+    def scan(self) -> Scan:
+        """The sink's state, as ``to_async_iterator``'s (any thread, no lock)."""
+        return replace(self._iterator.scan(), name="to_async_observable")
 
 
 def to_async_observable(publisher: Publisher[T], *, prefetch: int = 256) -> AsyncObservable[T]:
