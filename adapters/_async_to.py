@@ -372,4 +372,3 @@ def to_async_iterator(
         ['a', 'b', 'c']
     """
     return AsyncPublisherIterator(publisher, prefetch, timeout)
-
