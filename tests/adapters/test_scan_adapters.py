@@ -17,7 +17,7 @@ from aioreactive import AsyncAnonymousObserver
 from reactivex import operators as ops
 from reactivex.subject import Subject
 
-from reactive_streams import Scan, Snapshot, pipe, snapshot
+from reactive_streams import Scan, Scannable, Snapshot, pipe, snapshot
 from reactive_streams.adapters._rx_to import _observer_queue
 from reactive_streams.adapters.aioreactive import from_async_observable, to_async_observable
 from reactive_streams.adapters.async_iterables import from_async_iterable, to_async_iterator
@@ -33,6 +33,12 @@ def arrived(sink: Scan) -> int:
     """What a prefetching sink has received: asked of upstream, less what is in flight."""
     assert sink.asked is not None and sink.in_flight is not None
     return sink.asked - sink.in_flight
+
+
+def received(stage: Scan) -> int:
+    """What a stage has received: what it holds and what it passed on."""
+    assert stage.delivered is not None
+    return stage.buffered + stage.delivered
 
 
 def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -72,7 +78,7 @@ class TestFromObservable:
         assert source.upstream is None and source.asked is None  # Rx: not walked
         assert (source.delivered, source.requested, source.buffered) == (3, 1, 0)
         assert (sink.asked, sink.in_flight, sink.buffered, sink.delivered) == (4, 1, 2, 1)
-        assert source.delivered == arrived(sink) == sink.buffered + sink.delivered
+        assert source.delivered == arrived(sink) == received(sink)
         assert source.requested == sink.in_flight
         if overflow == "error":
             return  # an element beyond demand fails the stream
@@ -81,7 +87,7 @@ class TestFromObservable:
         source, sink = snapshot(it)
         assert (source.delivered, source.requested, source.buffered) == (4, 0, 2)
         assert source.buffered <= 3  # buffer_size
-        assert source.delivered == arrived(sink) == sink.buffered + sink.delivered
+        assert source.delivered == arrived(sink) == received(sink)
         assert source.state == "holds 2, no demand from downstream"
         it.close()
 
@@ -136,7 +142,7 @@ class TestToObservable:
         assert names(shot) == ["from_observable(drop)", "to_observable"]
         assert seen == [0, 1] and stage.delivered == 2 and stage.buffered == 0
         assert stage.asked == 4 and stage.in_flight == 2 == source.requested
-        assert source.delivered == stage.delivered + stage.buffered
+        assert source.delivered == received(stage)
         drain.cancel()
         assert snapshot(drain)[-1].cancelled
 
@@ -169,19 +175,29 @@ class TestRxProcessor:
         source, first, out1, second, out2, sink = shot
         assert all(stage.subscribed for stage in shot)
         assert sink.delivered == 2 and sink.asked == 4
-        assert out2.delivered == arrived(sink) == sink.buffered + sink.delivered
+        assert out2.delivered == arrived(sink) == received(sink)
         for processor, output, upstream in ((first, out1, source), (second, out2, out1)):
             assert processor.asked is not None and processor.in_flight is not None
             inputs = processor.asked - processor.in_flight
             assert upstream.delivered == inputs  # one output per input (map, filter of evens)
-            assert inputs == processor.buffered + output.delivered
+            assert inputs == processor.buffered + received(output)  # output holds none
             assert processor.buffered <= 8 and output.buffered == 0  # counted once
             assert processor.requested == output.requested
             assert not processor.cancelled and not processor.terminated
-        upstreams = [stage.upstream for stage in shot[1:]]  # the stage objects, source first
+        upstreams = [stage.upstream for stage in shot.stages[1:]]  # the stage objects, source first
         it.close()
         assert len(snapshot(it)) == 1  # §3.13: the sink lets its upstream go
-        assert all(stage.scan().cancelled for stage in upstreams)  # type: ignore[union-attr]
+        assert all(isinstance(stage, Scannable) for stage in upstreams)
+        after = [stage.scan() for stage in upstreams if isinstance(stage, Scannable)]
+        assert all(scan.cancelled and not scan.terminated for scan in after)
+
+    def test_a_processor_whose_chain_ended_is_terminated(self) -> None:
+        """Upstream completed through the chain: terminated, holding what it made."""
+        processor = rx_processor(ops.map(double), buffer_size=4)
+        from_iterable(range(3)).subscribe(processor)
+        (stage,) = snapshot(processor)  # the upstream subscription is let go at its end
+        assert stage.terminated and not stage.cancelled and stage.buffered == 3
+        assert stage.state == "terminated, holds 3"
 
     def test_a_processor_scanned_alone(self) -> None:
         """No subscriber yet: the processor's own row, with what it holds and asked for."""
@@ -210,7 +226,9 @@ class TestRxProcessor:
         stuck = shot[0]
         assert not stuck.subscribed and stuck.upstream is None and stuck.asked == 0
         assert stuck.state.startswith("never subscribed")
-        assert all(stage.subscribed for stage in shot[1:])
+        assert all(stage.subscribed for stage in shot.stages[1:])
+        # the first input alone is asked for (to measure), the sink's prefetch in full
+        assert [stage.requested for stage in shot.stages[:4]] == [1, 1, 4, 4]
         assert "never subscribed" in str(shot).splitlines()[1]
         it.close()
 
@@ -230,7 +248,7 @@ class TestAsyncIterables:
         source, sink = shot = snapshot(it)
         assert names(shot) == ["from_async_iterable", "to_async_iterator"]
         assert sink.delivered == 2 and sink.asked == 4 and sink.buffered <= 2
-        assert source.delivered == arrived(sink) == sink.buffered + sink.delivered
+        assert source.delivered == arrived(sink) == received(sink)
         assert source.requested == sink.in_flight
         assert source.in_flight in (0, 1) and source.asked is None
         await it.aclose()
@@ -247,6 +265,27 @@ class TestAsyncIterables:
         assert source.delivered == arrived(sink) == 8
         await it.aclose()
 
+    @pytest.mark.asyncio
+    async def test_to_async_iterator_after_a_full_round(self) -> None:
+        """A round handed over in full and reported: nothing counts twice while the
+        iterator waits for more."""
+        subject: Subject[int] = Subject()
+        it = to_async_iterator(from_observable(subject, overflow="buffer"), prefetch=8)
+        async with it:
+            for i in range(6):  # one round: until_replenish is 75% of 8
+                subject.on_next(i)
+            assert [await it.__anext__() for _ in range(6)] == list(range(6))
+            waiting = asyncio.ensure_future(it.__anext__())
+            for _ in range(1000):  # loop turns, until it reported the round (and waits)
+                if snapshot(it)[0].requested == 8:
+                    break
+                await asyncio.sleep(0)
+            source, sink = snapshot(it)
+            assert (sink.asked, sink.delivered, sink.buffered) == (14, 6, 0)
+            assert source.delivered == 6 and source.requested == 8
+            subject.on_next(6)
+            assert await waiting == 6
+
 
 class TestAioreactive:
     @pytest.mark.asyncio
@@ -260,7 +299,7 @@ class TestAioreactive:
         assert names(shot) == ["from_async_observable", "to_async_iterator"]
         assert source.buffered in (0, 1) and source.in_flight in (0, 1)
         assert source.upstream is None and sink.delivered == 2
-        assert source.delivered == arrived(sink) == sink.buffered + sink.delivered
+        assert source.delivered == arrived(sink) == received(sink)
         await it.aclose()
 
     @pytest.mark.asyncio
