@@ -183,7 +183,7 @@ class RxProcessor(Generic[T, R]):
         """The processor's state for :func:`~reactive_streams.snapshot` (any thread, no lock):
         its input side (inputs asked of upstream, in flight) and the outputs it holds, with
         its subscriber's demand; upstream is its upstream subscription. Its subscriber's
-        subscription ("rx_processor output") links here, so a walk from the sink passes both.
+        subscription ("rx_processor → subscriber") links here, so a walk from the sink passes both.
         """
         source = self._source
         subscription = source.subscription
@@ -369,7 +369,7 @@ class RxProcessor(Generic[T, R]):
                 RuntimeError("§1.11: rx_processor is unicast: it serves one subscriber"),
             )
             return
-        subscription = DrainSubscription(subscriber, self._source, name="rx_processor output")
+        subscription = DrainSubscription(subscriber, self._source, name="rx_processor → subscriber")
         self._source.subscription = subscription
         subscription.start()
 

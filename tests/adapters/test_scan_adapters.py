@@ -167,9 +167,9 @@ class TestRxProcessor:
         assert names(shot) == [
             "from_iterable",
             "rx_processor",
-            "rx_processor output",
+            "rx_processor → subscriber",
             "rx_processor",
-            "rx_processor output",
+            "rx_processor → subscriber",
             "to_iterator",
         ]
         source, first, out1, second, out2, sink = shot
@@ -218,9 +218,9 @@ class TestRxProcessor:
         shot = snapshot(it)
         assert names(shot) == [
             "rx_processor",
-            "rx_processor output",
+            "rx_processor → subscriber",
             "rx_processor",
-            "rx_processor output",
+            "rx_processor → subscriber",
             "to_iterator",
         ]
         stuck = shot[0]
