@@ -154,6 +154,7 @@ def test_sigusr1_prints_a_snapshot_and_the_summary_shows_the_slower_consumer_pac
     assert lead is not None, out
     assert int(lead[1].replace(",", "")) <= int(lead[2].replace(",", ""))
     assert "source demand max outstanding 256 (rows; share buffer 256)" in out
+    assert out.rstrip().endswith("spark jobs    8")  # one job per partition: read once
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals to a process group")
