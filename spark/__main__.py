@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import queue
 import re
 import signal
 import socket
@@ -234,9 +235,15 @@ def main(argv: list[str] | None = None, *, progress_every: float = PROGRESS_EVER
     the process at once. While the job's thread starts, a Ctrl-C is only noted, then raised
     in the wait. ``progress_every``: seconds between two progress lines when stderr is not
     a terminal (a terminal gets a tqdm bar).
+
+    SIGUSR1 (POSIX) prints a snapshot of the run's stages (``reactive_streams.snapshot``
+    from the statistics consumer's sink) to stderr; so does the first Ctrl-C, before the
+    stop. The handler only puts into a queue (reentrant-safe); a reporter thread prints.
     """
     held: list[bool] = []  # Ctrl-C while the job's thread starts; owned: the main thread
     previous: Any = None  # the SIGINT handler to give back, while ours holds a Ctrl-C
+    asked: queue.SimpleQueue[str | None] = queue.SimpleQueue()  # snapshots to print
+    usr1: Any = None  # the SIGUSR1 handler to give back at exit
     try:
         args = _parser().parse_args(argv)  # a bad flag: exit 2, naming it
         from reactive_streams.spark.pipeline import Stop
@@ -245,6 +252,9 @@ def main(argv: list[str] | None = None, *, progress_every: float = PROGRESS_EVER
         if threading.current_thread() is threading.main_thread():
             previous = signal.getsignal(signal.SIGINT) or signal.default_int_handler
             signal.signal(signal.SIGINT, lambda signum, frame: held.append(True))
+            if hasattr(signal, "SIGUSR1"):  # POSIX only
+                _start_reporter(stop, asked)
+                usr1 = signal.signal(signal.SIGUSR1, lambda signum, frame: asked.put("SIGUSR1"))
     except ImportError as exc:
         print(f"the main job needs the rx and spark extras: {exc}", file=sys.stderr)
         return 2
@@ -252,7 +262,20 @@ def main(argv: list[str] | None = None, *, progress_every: float = PROGRESS_EVER
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
         return _INTERRUPTED
-    job = _on_thread(_job, args, stop, started, progress_every)  # a Ctrl-C meanwhile is held
+    try:
+        job = _on_thread(_job, args, stop, started, progress_every)  # a Ctrl-C meanwhile is held
+        return _wait(job, held, previous, stop, started)
+    finally:
+        if usr1 is not None:
+            signal.signal(signal.SIGUSR1, usr1)
+        asked.put(None)  # the reporter thread ends
+
+
+def _wait(
+    job: Future[int], held: list[bool], previous: Any, stop: Stop, started: threading.Event
+) -> int:
+    """The main thread's wait for ``job``: a Ctrl-C (held while the job's thread started)
+    prints a snapshot and asks the job to stop; a second one quits at once."""
     pressed = False
     while True:
         try:
@@ -275,11 +298,35 @@ def main(argv: list[str] | None = None, *, progress_every: float = PROGRESS_EVER
                 else:
                     what = "stopping as soon as Spark has started"
                 print(f"\nCtrl-C: {what} (Ctrl-C again quits at once)", file=sys.stderr)
+                if stop.watched is not None:
+                    _print_snapshot(stop, "Ctrl-C")
                 stop.request()
                 continue
         except KeyboardInterrupt:  # a second one while the first was handled
             _quit_now()
         return _INTERRUPTED if pressed else status
+
+
+def _start_reporter(stop: Stop, asked: queue.SimpleQueue[str | None]) -> None:
+    """A daemon thread printing a snapshot for each reason put into ``asked``, until None:
+    the signal handler only puts (``SimpleQueue.put`` is safe in a handler), never prints."""
+
+    def report() -> None:
+        while (why := asked.get()) is not None:
+            _print_snapshot(stop, why)
+
+    threading.Thread(target=report, name="rs-main-snapshot", daemon=True).start()
+
+
+def _print_snapshot(stop: Stop, why: str) -> None:
+    """The run's stages, from the statistics consumer's sink up to the read, to stderr:
+    read without locks (``snapshot``), so it never waits for the pipeline."""
+    from reactive_streams import snapshot
+
+    watched = stop.watched
+    table = "no run in progress" if watched is None else str(snapshot(watched))
+    sys.stderr.write(f"snapshot ({why}):\n{table}\n")
+    sys.stderr.flush()
 
 
 def _on_thread(fn: Callable[..., int], *args: Any) -> Future[int]:
@@ -403,8 +450,28 @@ def summary_lines(summary: Summary, config: Config) -> list[str]:
         "(the windows the stages promise, added up): "
         + ("backpressure held" if held else "BOUND EXCEEDED"),
         f"source demand max outstanding {summary.max_outstanding_demand:,} "
-        f"({'rows' if config.mode == 'rows' else 'batches'}; rx buffer {config.rx_buffer})",
+        f"({'rows' if config.mode == 'rows' else 'batches'}; share buffer {config.share_buffer})",
+        *_consumer_lines(summary),
         f"spark jobs    {jobs}",
+    ]
+
+
+def _consumer_lines(summary: Summary) -> list[str]:
+    """Who got what from the one read, and which consumer paced it: the one that waited
+    less for its input (the other waited for the share, which waited for it)."""
+    stats = summary.stats
+    if stats is None:
+        return []
+    slower = "statistics" if stats.waited <= summary.windows_waited else "windows"
+    lead = summary.max_stats_lead
+    return [
+        f"consumers     one read of {summary.rows:,} rows fed both: windows got "
+        f"{summary.windows_rows:,} (waited {summary.windows_waited:.1f} s for input), "
+        f"statistics got {stats.rows:,} (waited {stats.waited:.1f} s)",
+        f"paced by      the {slower}, the slower consumer; the read ran at most {lead:,} rows "
+        f"ahead of the statistics (bound {summary.stats_lead_bound:,}: the share's buffer, "
+        "their prefetch, the one in hand)",
+        f"statistics    {stats.stats.describe()}",
     ]
 
 

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from reactive_streams._demand import check_request
 from reactive_streams._drain import EMPTY, END, DrainSubscription, OnExecutor, Source, _Marker
+from reactive_streams._scan import Scan
 from reactive_streams._subscription import reject, require_subscriber
 from reactive_streams.api import Publisher, Subscriber, Subscription
 from reactive_streams.spark._partitions import (
@@ -44,7 +45,10 @@ class _DataFrameSource(Source[Any]):
     one row or batch per call, blocking on the socket while Spark computes a partition.
     After ``interrupt`` a failing read, or the end of the broken iterator, is the echo of the
     cancel, not news: ``poll`` answers ``EMPTY`` and the drain, seeing the cancel, closes the
-    source without signalling (§1.8).
+    source without signalling (§1.8). A scan (any thread) reads the reader's diagnostics:
+    buffered = rows (rows mode) or Arrow batches (arrow mode) decoded on the driver and not
+    yet delivered; in flight = partitions asked of Spark and not yet arriving (classic; not
+    known on Spark Connect, whose rows mode reports nothing buffered).
     """
 
     __slots__ = ("_executor", "_iterator", "_reader")
@@ -75,10 +79,17 @@ class _DataFrameSource(Source[Any]):
             return EMPTY
         return value
 
+    def buffered(self) -> int:
+        return self._reader.buffered()
+
+    def in_flight(self) -> int | None:
+        return self._reader.in_flight()
+
     def close(self) -> None:
         try:
             self._reader.close()
         finally:
+            self._reader.held = None  # owned: the subscription's thread
             self._iterator = None
             self._executor.shutdown(wait=False)  # the owned thread ends after this task
 
@@ -108,6 +119,10 @@ class _DataFrameSubscription:
     def cancel(self) -> None:
         self._reader.interrupt()  # §3.5: non-blocking; idempotent
         self._drain.cancel()  # §3.7
+
+    def scan(self) -> Scan:
+        """The drain's record (``from_dataframe(rows)`` / ``(arrow)``): any thread, no lock."""
+        return self._drain.scan()
 
 
 @final
@@ -180,7 +195,12 @@ class DataFramePublisher(Generic[T]):
         )
         executor = DaemonThread(f"{reader.tags[0]}_0")
         source = _DataFrameSource(reader, executor)
-        DrainSubscription(_Hook(subscriber, reader), source, OnExecutor(executor)).start()
+        DrainSubscription(
+            _Hook(subscriber, reader),
+            source,
+            OnExecutor(executor),
+            name=f"from_dataframe({self._mode})",  # the unit of its counts: rows or batches
+        ).start()
 
     def __repr__(self) -> str:
         return f"from_dataframe(<{type(self._df).__name__}>, mode={self._mode!r})"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final
 import pyarrow as pa
 
 from reactive_streams._demand import add_cap, produced
+from reactive_streams._scan import Scan
 from reactive_streams._subscription import (
     CANCELLED,
     cancel_quietly,
@@ -78,21 +79,32 @@ class BatchSubscriber(Generic[T]):
     (elements after ``cancel`` are dropped), §2.13 (``None`` arguments raise ``TypeError``),
     §1.1 (more than requested cancels upstream and fails with ``OverflowViolation``),
     §3.13 (closing the iterator early cancels and drops the buffer).
+
+    ``scan()`` (any thread, no lock) reports it as the sink ``name``: asked and in flight
+    are counted per request, delivered (to the consumer) per batch taken.
     """
 
     __slots__ = (
+        "_asked",
         "_batch_size",
         "_buffer",
+        "_cancelled",
         "_cond",
         "_done",
         "_error",
+        "_name",
         "_outstanding",
+        "_taken",
         "_upstream",
     )
 
-    def __init__(self, batch_size: int = 10_000) -> None:
+    def __init__(self, batch_size: int = 10_000, name: str = "BatchSubscriber") -> None:
         if type(batch_size) is not int or batch_size <= 0:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        self._name = name  # the sink's name in a snapshot
+        self._asked = 0  # requested in all; under _cond
+        self._taken = 0  # elements the consumer took, in batches; under _cond
+        self._cancelled = False  # one-way: cancel() or a failure of ours (§2.13, §1.1)
         self._batch_size = batch_size
         self._cond = threading.Condition(threading.Lock())
         self._buffer: list[T] = []
@@ -164,6 +176,7 @@ class BatchSubscriber(Generic[T]):
             if self._done or self._upstream.subscription is None:
                 return  # nothing is asked before on_subscribe (it asks for the first batch)
             self._outstanding = add_cap(self._outstanding, k * self._batch_size)  # under _cond
+            self._asked = add_cap(self._asked, k * self._batch_size)  # under _cond
         self._upstream.request(k * self._batch_size)  # §2.7: one call at a time
 
     def next_batch(self, timeout: float | None = None) -> list[T] | None:
@@ -181,6 +194,7 @@ class BatchSubscriber(Generic[T]):
                     raise TimeoutError(f"no batch of {size} within {timeout} s")
                 self._cond.wait(left)
             batch, self._buffer = self._buffer[:size], self._buffer[size:]
+            self._taken += len(batch)  # under _cond
             error = self._error if not batch else None
             if error is not None:
                 self._error = None
@@ -217,10 +231,28 @@ class BatchSubscriber(Generic[T]):
         upstream = self._upstream.take()
         with self._cond:
             was_done, self._done = self._done, True
+            if not was_done:
+                self._cancelled = True  # under _cond
             self._buffer = []
             self._cond.notify_all()
         if upstream is not None and upstream is not CANCELLED and not was_done:
             cancel_quietly(upstream)  # §3.12; §3.15: a raising cancel is reported
+
+    def scan(self) -> Scan:
+        """This sink's state for :func:`~reactive_streams.snapshot` (any thread, no lock)."""
+        upstream = self._upstream
+        done, cancelled = self._done, self._cancelled
+        return Scan(
+            self._name,
+            asked=self._asked,
+            in_flight=None if done else self._outstanding,
+            buffered=len(self._buffer),
+            delivered=self._taken,
+            cancelled=cancelled,
+            terminated=done and not cancelled,
+            subscribed=upstream.subscription is not None,
+            upstream=upstream.linked,
+        )
 
     def _fail(self, error: Exception) -> None:
         upstream = self._upstream.take()
@@ -228,6 +260,7 @@ class BatchSubscriber(Generic[T]):
             if self._done:
                 return
             self._error = error
+            self._cancelled = True  # under _cond: it cancels upstream below
             self._done = True
             self._cond.notify_all()
         if upstream is not None and upstream is not CANCELLED:
@@ -262,6 +295,7 @@ def _target(name: str, what: str, target: object) -> str:
 
 
 def _drain_batches(
+    name: str,
     publisher: Publisher[Any],
     batcher: ArrowBatcher,
     batch_size: int,
@@ -270,9 +304,10 @@ def _drain_batches(
 ) -> tuple[int, int]:
     """Subscribe a :class:`BatchSubscriber`; hand each converted batch to ``on_batch``.
 
-    Stops (cancelling upstream) after ``max_batches`` batches when given.
+    Stops (cancelling upstream) after ``max_batches`` batches when given. ``name`` names
+    the subscriber in a snapshot (the sink's name).
     """
-    subscriber: BatchSubscriber[Any] = BatchSubscriber(batch_size)
+    subscriber: BatchSubscriber[Any] = BatchSubscriber(batch_size, name)
     publisher.subscribe(subscriber)
     rows = batches = 0
     iterator = subscriber.batches()
@@ -324,7 +359,7 @@ def to_dataframe(
     """
     batcher = _batcher("to_dataframe", publisher, spark_session, schema)
     collected: list[pa.RecordBatch] = []
-    _drain_batches(publisher, batcher, batch_size, collected.extend)
+    _drain_batches("to_dataframe", publisher, batcher, batch_size, collected.extend)
     if not collected:
         if batcher.spark_schema is None:
             raise ValueError("the publisher was empty: pass schema= to create an empty DataFrame")
@@ -367,7 +402,7 @@ def _write(
         frame = _create(spark, pa.Table.from_batches(batches), batcher)
         save(frame.coalesce(1))  # one file per batch
 
-    rows, batches = _drain_batches(publisher, batcher, batch_size, write, max_batches)
+    rows, batches = _drain_batches(name, publisher, batcher, batch_size, write, max_batches)
     return WriteStats(rows, batches, time.perf_counter() - start, target)
 
 

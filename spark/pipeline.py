@@ -1,11 +1,13 @@
-"""The main job: synthetic events from Spark, RxPY operators, a slow asyncio consumer.
+"""The main job: synthetic events from Spark, shared by two consumers, each paced by demand.
 
-``events`` (a DataFrame) -> ``from_dataframe`` -> ``rx_processor`` (parse, filter, a tumbling
-event-time window aggregate) -> ``publish_on`` -> ``to_async_iterator`` consumed by a
-coroutine that sleeps after each window. Every hop is demand-driven, so the slow consumer
-slows Spark; a :class:`Meter` counts source rows emitted and rows finished (dropped by the
-filter or folded into a consumed window) and keeps the largest difference: the rows in flight
-anywhere in the pipeline, which :func:`run` compares with the bound the stages promise.
+``events`` (a DataFrame) -> ``from_dataframe`` -> ``share(min_subscribers=2)`` ->
+(1) ``rx_processor`` (parse, filter, a tumbling event-time window aggregate) -> ``publish_on``
+-> ``to_async_iterator`` consumed by a coroutine that sleeps after each window, and (2) the
+running amount statistics (``_stats``), which do more per row on a thread of their own over
+``to_iterator``. One read feeds both; the slower sets its pace. A :class:`Meter` counts source
+rows emitted and rows finished (dropped by the filter or folded into a consumed window) and
+keeps the largest difference: the rows in flight, which :func:`run` compares with the bound
+the stages promise; and how far the read ran ahead of the statistics.
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Literal, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from reactive_streams import Publisher, Subscriber, Subscription, publish_on
-from reactive_streams._subscription import require_subscriber
+from reactive_streams import Publisher, publish_on, share
+from reactive_streams.adapters.iterables import to_iterator
+from reactive_streams.spark._meter import Meter, Metered
+from reactive_streams.spark._stats import StatsResult, consume
 from reactive_streams.spark.dataframe import from_dataframe, refuse_on_loop
 
 __all__ = [
@@ -198,92 +202,6 @@ class Tumbling:
             self._open = None
 
 
-# -- metering ------------------------------------------------------------------------------
-
-
-@dataclass
-class Meter:
-    """Source rows emitted vs finished; the largest gap is the rows in flight."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    emitted: int = 0
-    finished: int = 0
-    max_in_flight: int = 0
-    source_requested: int = 0
-    source_delivered: int = 0
-    max_outstanding: int = 0
-
-    def on_emitted(self, rows: int) -> None:
-        with self.lock:
-            self.emitted += rows  # under lock: the source's and the consumer's threads
-            self.source_delivered += 1
-            gap = self.emitted - self.finished
-            if gap > self.max_in_flight:
-                self.max_in_flight = gap
-
-    def on_requested(self, n: int) -> None:
-        with self.lock:
-            self.source_requested = min(self.source_requested + n, 2**63 - 1)  # under lock
-            outstanding = self.source_requested - self.source_delivered
-            if outstanding > self.max_outstanding:
-                self.max_outstanding = outstanding
-
-    def on_finished(self, rows: int) -> None:
-        with self.lock:
-            self.finished += rows  # under lock
-
-
-class _MeteredSubscription:
-    __slots__ = ("_meter", "_upstream")
-
-    def __init__(self, upstream: Subscription, meter: Meter) -> None:
-        self._upstream = upstream
-        self._meter = meter
-
-    def request(self, n: int) -> None:
-        if isinstance(n, int) and n > 0:
-            self._meter.on_requested(n)
-        self._upstream.request(n)
-
-    def cancel(self) -> None:
-        self._upstream.cancel()
-
-
-class _MeteredSubscriber:
-    __slots__ = ("_downstream", "_meter", "_size")
-
-    def __init__(self, downstream: Subscriber[Any], meter: Meter, size: Callable[[Any], int]):
-        self._downstream = downstream
-        self._meter = meter
-        self._size = size
-
-    def on_subscribe(self, subscription: Subscription) -> None:
-        self._downstream.on_subscribe(_MeteredSubscription(subscription, self._meter))
-
-    def on_next(self, element: Any) -> None:
-        self._meter.on_emitted(self._size(element))
-        self._downstream.on_next(element)
-
-    def on_error(self, error: Exception) -> None:
-        self._downstream.on_error(error)
-
-    def on_complete(self) -> None:
-        self._downstream.on_complete()
-
-
-class _Metered:
-    """A pass-through Publisher that meters what its upstream emits and what is requested."""
-
-    def __init__(self, upstream: Publisher[Any], meter: Meter, size: Callable[[Any], int]):
-        self._upstream = upstream
-        self._meter = meter
-        self._size = size
-
-    def subscribe(self, subscriber: Subscriber[Any]) -> None:
-        require_subscriber(subscriber)  # §1.9: refused here, before the wrapper hides it
-        self._upstream.subscribe(_MeteredSubscriber(subscriber, self._meter, self._size))
-
-
 # -- the stage -----------------------------------------------------------------------------
 
 
@@ -346,12 +264,15 @@ class Stop:
 
     :meth:`request` cancels the consuming task on its loop, which cancels the read and its
     Spark jobs through the subscriptions (§3.13); ``run`` then returns what was done.
+    ``watched`` is the stage a snapshot of the run starts from (the statistics consumer's
+    sink), or None outside a run: read without a lock, so a signal handler may read it.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._requested = False
         self._cancel: Callable[[], None] | None = None
+        self.watched: object | None = None  # set by the run's thread; read lock-free
 
     @property
     def requested(self) -> bool:
@@ -381,6 +302,8 @@ class Config:
     mode: Literal["rows", "arrow"] = "rows"
     partitions: int = 8
     rx_buffer: int = 32
+    share_buffer: int = 256
+    stats_prefetch: int = 64
     publish_on_prefetch: int = 8
     consumer_prefetch: int = 8
     consumer_delay: float = 0.02
@@ -394,6 +317,8 @@ class Config:
             "rows",
             "partitions",
             "rx_buffer",
+            "share_buffer",
+            "stats_prefetch",
             "publish_on_prefetch",
             "consumer_prefetch",
             "max_rows_per_batch",
@@ -410,7 +335,8 @@ class Config:
         ``rx_processor`` keeps ``queued outputs + outstanding inputs <= rx_buffer``: at most
         ``rx_buffer`` inputs (rows, or batches of ``max_rows_per_batch``) and the windows
         they complete; then the open window, the windows queued in ``publish_on`` and in
-        ``to_async_iterator``, the one each of them hands over, and the one the consumer holds.
+        ``to_async_iterator``, the one each of them hands over, and the one the consumer holds;
+        and before all of them, ``share_buffer`` inputs the share may hold for them.
         """
         if self.mode == "rows":
             per_input, windows_per_input = 1, 1
@@ -424,7 +350,13 @@ class Config:
             + self.consumer_prefetch
             + 3  # handed over by publish_on, by to_async_iterator, held by the consumer
         )
-        return self.rx_buffer * per_input + windows * EVENTS_PER_WINDOW
+        return (self.share_buffer + self.rx_buffer) * per_input + windows * EVENTS_PER_WINDOW
+
+    def stats_lead_bound(self) -> int:
+        """Rows the read may emit beyond those the statistics took: the share's buffer, the
+        iterator's prefetch and the element in hand (inputs are rows, or batches)."""
+        per_input = 1 if self.mode == "rows" else self.max_rows_per_batch
+        return (self.share_buffer + self.stats_prefetch + 1) * per_input
 
 
 @dataclass
@@ -442,6 +374,15 @@ class Summary:
     spark_jobs_capped: bool = False
     """True when Spark's status tracker had let go of some of this run's jobs (it keeps the
     last ``spark.ui.retainedJobs``): ``spark_jobs`` is then a lower bound."""
+    windows_rows: int = 0
+    """Source rows the window consumer finished (filtered out or folded into a window)."""
+    windows_waited: float = 0.0
+    """Seconds the window consumer waited for its next window."""
+    stats: StatsResult | None = None
+    """The statistics consumer's rows, waits and statistics (None: not run)."""
+    max_stats_lead: int = 0
+    """The most rows the read emitted beyond those the statistics had taken."""
+    stats_lead_bound: int = 0
 
     @property
     def rows_per_second(self) -> float:
@@ -480,15 +421,21 @@ def run(
             job_tag=config.job_tag,
         )
         size = _num_rows
-    metered = _Metered(source, meter, size)
+    shared = share(Metered(source, meter, size), buffer_size=config.share_buffer, min_subscribers=2)
     stage = rx_stage(config.mode, meter, config.rx_buffer)
     windows: list[Window] = []
+    waits = _Waits()
     start = time.perf_counter()
-    with ThreadPoolExecutor(1, thread_name_prefix="rs-main-publish-on") as pool:
+    with (
+        ThreadPoolExecutor(1, thread_name_prefix="rs-main-publish-on") as pool,
+        ThreadPoolExecutor(1, thread_name_prefix="rs-main-stats") as stats_pool,
+    ):
         boundary = publish_on(stage, pool, prefetch=config.publish_on_prefetch)
-        consume = _consume(metered, stage, boundary, config, meter, windows, on_window, stop)
+        consumers = _consume(
+            shared, stage, boundary, config, meter, windows, on_window, stop, stats_pool, waits
+        )
         try:
-            asyncio.run(consume)
+            asyncio.run(consumers)
         except asyncio.CancelledError:
             if stop is None or not stop.requested:
                 raise  # not our cancel: a stop cancels the consumer, and ends the run here
@@ -505,11 +452,25 @@ def run(
         spark_jobs=jobs,
         totals=_total(windows),
         spark_jobs_capped=capped,
+        windows_rows=meter.finished,
+        windows_waited=waits.windows,
+        stats=waits.stats,
+        max_stats_lead=meter.max_stats_lead,
+        stats_lead_bound=config.stats_lead_bound(),
     )
 
 
+class _Waits:
+    """What the consumers report to ``run``: the window consumer's waits (its loop) and
+    the statistics' result (set on the loop once their thread returned)."""
+
+    def __init__(self) -> None:
+        self.windows = 0.0
+        self.stats: StatsResult | None = None
+
+
 async def _consume(
-    source: Publisher[Any],
+    shared: Publisher[Any],
     stage: Any,
     publisher: Publisher[Window],
     config: Config,
@@ -517,10 +478,13 @@ async def _consume(
     windows: list[Window],
     on_window: Callable[[Window, Meter], None] | None,
     stop: Stop | None,
+    stats_pool: ThreadPoolExecutor,
+    waits: _Waits,
 ) -> None:
-    """Connect ``source`` to ``stage``, then consume ``publisher`` deliberately slowly: one
-    ``asyncio.sleep`` per window. Nothing is connected once ``stop`` was requested, and a
-    later request cancels this task (and so the subscriptions) at its next ``await``."""
+    """Connect both consumers to the share (it subscribes to the read once both came),
+    then consume the windows. Nothing is connected once ``stop`` was requested, and a later
+    request cancels this task at its next ``await``: the statistics' iterator is closed
+    too, so the share, left with no subscriber, cancels the read (§3.13)."""
     from reactive_streams.adapters.async_iterables import to_async_iterator
 
     if stop is not None:
@@ -536,18 +500,29 @@ async def _consume(
 
         if stop._bind(cancel):
             return
+    rows = to_iterator(shared, prefetch=config.stats_prefetch)
+    if stop is not None:
+        stop.watched = rows  # owned: this thread; a snapshot starts at the statistics' sink
+    clock = time.perf_counter
     try:
-        source.subscribe(stage)
+        stats = asyncio.wrap_future(stats_pool.submit(consume, rows, config.mode, meter.on_stats))
+        shared.subscribe(stage)  # the second subscriber: the share subscribes to the read
+        ready = clock()
         async for window in to_async_iterator(publisher, prefetch=config.consumer_prefetch):
+            waits.windows += clock() - ready  # owned: this loop
             windows.append(window)
             if config.consumer_delay:
                 await asyncio.sleep(config.consumer_delay)
             meter.on_finished(window.events)
             if on_window is not None:
                 on_window(window, meter)
+            ready = clock()
+        waits.stats = await stats
     finally:
+        rows.close()  # the windows failed or were cancelled: the read must not go on for it
         if stop is not None:
             stop._bind(None)
+            stop.watched = None
 
 
 def _one(_: Any) -> int:

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, final
 
 from reactive_streams._drain import EMPTY, END, DrainSubscription, OnExecutor, Source, _Marker
+from reactive_streams._scan import Scan
 from reactive_streams._subscription import reject, require_subscriber
 from reactive_streams.api import Publisher, Subscriber, Subscription
 from reactive_streams.spark._partitions import (
@@ -63,7 +64,9 @@ class _StreamSource(Source[Any]):
 
     The producer runs on Spark's callback thread and blocks on ``_cond`` while ``buffer_size``
     elements wait; ``poll`` runs on the subscription's thread and never blocks (``EMPTY``
-    when nothing is ready; the producer's ``wake`` reschedules the drain).
+    when nothing is ready; the producer's ``wake`` reschedules the drain). A scan reads the
+    hand-off's length without the lock (buffered: rows, or Arrow batches in arrow mode);
+    what Spark is computing is not known (in flight: None).
     """
 
     __slots__ = (
@@ -127,6 +130,9 @@ class _StreamSource(Source[Any]):
     def at_end(self) -> bool:
         with self._cond:
             return self._terminated and not self._queue
+
+    def buffered(self) -> int:
+        return len(self._queue)  # a deque's len: a snapshot, no lock (any thread)
 
     def close(self) -> None:
         with self._cond:
@@ -365,6 +371,10 @@ class _StreamSubscription:
         self._source.interrupt()  # §3.5: non-blocking
         self._drain.cancel()  # §3.7
 
+    def scan(self) -> Scan:
+        """The drain's record (``from_stream(rows)`` / ``(arrow)``): any thread, no lock."""
+        return self._drain.scan()
+
 
 @final
 class _Hook:
@@ -415,7 +425,12 @@ class StreamPublisher(Generic[T]):
             return
         executor = DaemonThread("rs-spark-stream_0")
         source = _StreamSource(self._df, self._options, executor)
-        DrainSubscription(_Hook(subscriber, source), source, OnExecutor(executor)).start()
+        DrainSubscription(
+            _Hook(subscriber, source),
+            source,
+            OnExecutor(executor),
+            name=f"from_stream({self._options.mode})",  # the unit: rows or Arrow batches
+        ).start()
 
 
 def from_stream(

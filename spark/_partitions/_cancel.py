@@ -6,6 +6,7 @@ thread of its own, again and again while Spark may still start work (§3.12).
 from __future__ import annotations
 
 import atexit
+import operator
 import queue
 import threading
 import time
@@ -94,7 +95,15 @@ class Reader:
     while :meth:`_may_start_work` says Spark still may (docs/spark.md, "Cancel").
     ``_interrupted``, ``_started`` and ``_opening`` change under ``_lock``; ``finished`` is a
     one-way flag the subscription's thread sets.
+
+    Diagnostics (``scan``): ``held`` is the decoded chunk being handed out, as a list
+    iterator (its length hint is what is left of it), and ``fetching`` is True while the
+    reader waits on Spark for a partition; both are set once per chunk or partition by the
+    subscription's thread (owned) and read from any thread without a lock (a snapshot).
     """
+
+    held: Iterator[Any] | None = None
+    fetching: bool = False
 
     def __init__(self, tags: tuple[str, ...]) -> None:
         self.tags = tags
@@ -107,6 +116,15 @@ class Reader:
     @property
     def interrupted(self) -> bool:
         return self._interrupted
+
+    def buffered(self) -> int:
+        """Elements (rows, or Arrow batches) decoded on the driver, not yet handed out."""
+        held = self.held
+        return operator.length_hint(held) if held is not None else 0
+
+    def in_flight(self) -> int | None:
+        """Partitions asked of Spark and not yet arriving; None when the reader cannot tell."""
+        return None
 
     def open(self) -> Iterator[Any]:
         """Start the Spark work and return the element iterator (subscription thread)."""

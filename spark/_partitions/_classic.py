@@ -79,8 +79,8 @@ class ClassicReader(Reader):
             schema: Any = None
             max_rows = 0
             large = False
-            if self._mode == "rows":
-                serializer: Any = _ser.BatchedSerializer(_ser.CPickleSerializer())
+            if self._mode == "rows":  # each pickled item is a chunk (a list) of rows
+                serializer: Any = _ser.CPickleSerializer()
             else:
                 large = session.conf.get("spark.sql.execution.arrow.useLargeVarTypes") == "true"
                 schema = to_arrow_schema(
@@ -115,10 +115,15 @@ class ClassicReader(Reader):
         start_canceller()  # now: the finalizer must only put into the queue
         self._finalizer = weakref.finalize(self, _abandoned, sockfile, sock, sc, self.tags[0])
         stream = _serve(self, sockfile, sock, server, serializer)
-        if schema is not None:
-            stream = _decode(stream, schema, self._max_rows)
+        if schema is None:
+            stream = _rows(self, stream)
+        else:
+            stream = _decode(self, stream, schema, self._max_rows)
         self._iterator = stream
         return stream
+
+    def in_flight(self) -> int | None:
+        return 1 if self.fetching else 0
 
     def _cancel_tag(self) -> None:
         sc = self._sc
@@ -175,9 +180,11 @@ def _serve(
 
     try:
         while True:
+            reader.fetching = True  # owned: the subscription's thread (a scan reads it)
             write_int(1, sockfile)  # "send me the next partition": one job, only now
             sockfile.flush()
             status = read_int(sockfile)
+            reader.fetching = False
             if status == 1:
                 yield from serializer.load_stream(sockfile)
             elif status == 0:
@@ -194,6 +201,7 @@ def _serve(
                     raise error from exc
                 raise RuntimeError("Spark reported a failure while serving a partition")
     finally:
+        reader.fetching = False
         if not reader.finished and not reader.interrupted:
             try:  # closed early by the subscription: tell the server to stop cleanly
                 write_int(0, sockfile)
@@ -229,10 +237,24 @@ def _close_quietly(sockfile: Any, sock: socket.socket) -> None:
             pass
 
 
-def _decode(stream: Iterator[bytes], schema: Any, max_rows: int | None) -> Iterator[Any]:
-    """Arrow IPC record-batch messages to ``pyarrow.RecordBatch`` (zero-copy), re-chunked."""
+def _rows(reader: Reader, stream: Iterator[list[Any]]) -> Iterator[Any]:
+    """The rows of each pickled chunk, one at a time; the chunk being handed out is the
+    reader's ``held`` (what a scan counts as buffered), set once per chunk."""
+    for chunk in stream:
+        held = reader.held = iter(chunk)  # owned: the subscription's thread
+        yield from held
+    reader.held = None
+
+
+def _decode(
+    reader: Reader, stream: Iterator[bytes], schema: Any, max_rows: int | None
+) -> Iterator[Any]:
+    """Arrow IPC record-batch messages to ``pyarrow.RecordBatch`` (zero-copy), re-chunked;
+    the slices of the message being handed out are the reader's ``held``."""
     read = pa.ipc.read_record_batch
     wrap = pa.py_buffer
     for message in stream:
         batch = read(wrap(message), schema)
-        yield from chunks(batch, max_rows)
+        held = reader.held = iter(list(chunks(batch, max_rows)))  # owned: as in _rows
+        yield from held
+    reader.held = None

@@ -40,7 +40,7 @@ class ConnectReader(Reader):
             if self._mode == "rows":
                 iterator: Iterator[Any] = df.toLocalIterator()
             else:
-                iterator = _connect_batches(df, self._max_rows)
+                iterator = _connect_batches(self, df, self._max_rows)
         except BaseException:
             self._end_opening()
             raise
@@ -94,10 +94,11 @@ def _track_end(reader: Reader, iterator: Iterator[Any]) -> Iterator[Any]:
             close()
 
 
-def _connect_batches(df: Any, max_rows: int | None) -> Iterator[Any]:
+def _connect_batches(reader: Reader, df: Any, max_rows: int | None) -> Iterator[Any]:
     """Arrow batches of a Connect DataFrame as the server streams them, cast to the schema
     of ``toArrow()``; if this pyspark has no batch iterator, ``toArrow()``'s batches (which
-    collects the result first)."""
+    collects the result first). The slices of the batch being handed out are the reader's
+    ``held`` (set once per batch, on the subscription's thread)."""
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
 
@@ -115,4 +116,6 @@ def _connect_batches(df: Any, max_rows: int | None) -> Iterator[Any]:
         for batch in item.to_batches():
             if batch.num_rows and batch.schema != schema:
                 batch = batch.cast(schema)
-            yield from chunks(batch, max_rows)
+            held = reader.held = iter(list(chunks(batch, max_rows)))  # owned: this thread
+            yield from held
+    reader.held = None
