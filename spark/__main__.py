@@ -88,15 +88,18 @@ def _master(text: str) -> str:
 
 
 _DESCRIPTION: Final = (
-    "The main job: synthetic events read from Spark with from_dataframe, through RxPY "
-    "operators (parse, filter, a window aggregate), to a slow asyncio consumer, with "
-    "backpressure end to end: the consumer's pace sets Spark's."
+    "The main job: synthetic events read once from Spark with from_dataframe and shared "
+    "(reactive_streams.share) by two consumers: RxPY operators (parse, filter, a window "
+    "aggregate) to a slow asyncio consumer, and running statistics on a thread of their own. "
+    "Backpressure end to end: the slower consumer's pace sets Spark's."
 )
 _EPILOG: Final = (
     "A window is ten seconds of event time (1,000 events) folded into one aggregate; the "
     "consumer sleeps --delay seconds after each. The summary compares the most rows in flight "
     "with the bound the stages promise. Exit status: 0 when that bound held, 1 when not, 2 on "
-    "a bad flag or when Spark cannot start, 130 on Ctrl-C."
+    "a bad flag or when Spark cannot start, 130 on Ctrl-C. kill -USR1 <pid> prints a snapshot "
+    "of the pipeline's stages (reactive_streams.snapshot) while it runs; Ctrl-C prints one "
+    "before it stops."
 )
 
 
