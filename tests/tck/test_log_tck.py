@@ -8,37 +8,15 @@ which a unicast stage answers with ``on_error`` for the second subscriber (§1.9
 from __future__ import annotations
 
 import unittest
-from collections.abc import Iterator
-from typing import Any, Final
+from typing import Final
 
 import pytest
 
-from reactive_streams import Processor, Publisher, log, pipe
-from reactive_streams.adapters.iterables import from_iterable
-from reactive_streams.tck import IdentityProcessorVerification
+from compat_matrix.cases.log import LogProcessorVerification, LogPublisherVerification
 
 
-class _FailingIterable:
-    """An iterable whose ``__iter__`` raises: the error must pass the stage (§1.4)."""
-
-    def __iter__(self) -> Iterator[int]:
-        raise RuntimeError("TCK: this iterable cannot be iterated")
-
-
-class LogProcessorVerification(IdentityProcessorVerification[Any]):
-    """``log("tck")``: every signal passes through; one subscriber."""
-
-    def create_identity_processor(self, buffer_size: int) -> Processor[Any, Any]:
-        return log("tck")
-
-    def create_element(self, i: int) -> Any:
-        return i
-
-    def create_failed_publisher(self) -> Publisher[Any] | None:
-        return pipe(from_iterable(_FailingIterable()), log("tck-failed"))
-
-    def max_supported_subscribers(self) -> int:
-        return 1
+class TestLogPublisher(LogPublisherVerification):
+    pass
 
 
 class TestLog(LogProcessorVerification):
