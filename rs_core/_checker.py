@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar, final
 
 from reactive_streams._demand import add_cap, check_request, produced
+from reactive_streams._scan import Scan
 from reactive_streams._subscription import cancel_quietly, report_dropped
 from reactive_streams.api import Publisher, Subscriber, Subscription
 from reactive_streams.errors import OverflowViolation, ProtocolViolation
@@ -343,6 +344,18 @@ class Checker(Generic[T]):
             if not isinstance(exc, ProtocolViolation):  # not ours, on its way out
                 self._violated(self._raised_in(f"request({n!r})", exc, "3.16"), exc)
             raise
+
+    def scan(self) -> Scan:
+        """For :func:`~reactive_streams.snapshot` (any thread, no lock): the demand the
+        checker counts (§1.1), and a link to the checked upstream."""
+        return Scan(
+            "checked",
+            requested=self._demand,
+            cancelled=self._cancelled,
+            terminated=self._terminated,
+            subscribed=self._subscribed,
+            upstream=self._upstream,
+        )
 
     def cancel_deferring_cleanup(self) -> None:
         """``cancel()``, passed on as the upstream's ``cancel_deferring_cleanup`` when it has

@@ -19,6 +19,7 @@ from reactive_streams import (
     Subscription,
     checked,
     publish_on,
+    snapshot,
 )
 from reactive_streams.adapters.iterables import from_iterable, to_iterator
 from reactive_streams.testing import RecordingSubscriber
@@ -268,3 +269,16 @@ def test_publish_on_with_requests_from_many_threads_at_once_passes(
             assert subscriber.elements == list(range(400))
             assert subscriber.completed
             subscriber.assert_no_violations()
+
+
+def test_a_snapshot_walks_through_checked_to_the_source() -> None:
+    """checked answers scan(): a row named 'checked' with the demand it counts (§1.1), between
+    the sink and the checked publisher's subscription; at the end it lets go of the link."""
+    with to_iterator(checked(from_iterable(range(100))), prefetch=8) as it:
+        assert next(it) == 0
+        rows = list(snapshot(it))
+        assert [row.name for row in rows] == ["from_iterable", "checked", "to_iterator"]
+        assert rows[1].requested == rows[0].requested == 0  # the window of 8 was delivered
+        assert rows[0].delivered == 8 and rows[1].subscribed and not rows[1].cancelled
+        assert list(it) == list(range(1, 100))
+    assert [row.name for row in snapshot(it)] == ["to_iterator"]
