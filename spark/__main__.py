@@ -235,15 +235,15 @@ def main(argv: list[str] | None = None, *, progress_every: float = PROGRESS_EVER
 
     The first Ctrl-C asks the job to stop (:class:`~reactive_streams.spark.pipeline.Stop`): a
     Spark still starting is stopped once started, a run cancels its read; a second one ends
-    the process at once. While the job's thread starts, a Ctrl-C is only noted, then raised
-    in the wait. ``progress_every``: seconds between two progress lines when stderr is not
+    the process at once. Our SIGINT handler only notes a Ctrl-C, and the wait looks at it
+    (see :func:`_wait`). ``progress_every``: seconds between two progress lines when stderr is not
     a terminal (a terminal gets a tqdm bar).
 
     SIGUSR1 (POSIX) prints a snapshot of the run's stages (``reactive_streams.snapshot``
     from the statistics consumer's sink) to stderr; so does the first Ctrl-C, before the
     stop. The handler only puts into a queue (reentrant-safe); a reporter thread prints.
     """
-    held: list[bool] = []  # Ctrl-C while the job's thread starts; owned: the main thread
+    held: list[bool] = []  # Ctrl-Cs our handler noted; owned: the main thread (it runs there)
     previous: Any = None  # the SIGINT handler to give back, while ours holds a Ctrl-C
     asked: queue.SimpleQueue[str | None] = queue.SimpleQueue()  # snapshots to print
     usr1: Any = None  # the SIGUSR1 handler to give back at exit
@@ -277,37 +277,35 @@ def main(argv: list[str] | None = None, *, progress_every: float = PROGRESS_EVER
 def _wait(
     job: Future[int], held: list[bool], previous: Any, stop: Stop, started: threading.Event
 ) -> int:
-    """The main thread's wait for ``job``: a Ctrl-C (held while the job's thread started)
-    prints a snapshot and asks the job to stop; a second one quits at once."""
+    """The main thread's wait for ``job``, looking every ``_WAKE_EVERY`` s at the Ctrl-Cs our
+    handler noted: the first prints a snapshot and asks the job to stop; a second quits at
+    once. A Ctrl-C never raises here: a KeyboardInterrupt landing inside a Condition's wait
+    leaves its lock broken (``RuntimeError: release unlocked lock``), seen in a loaded run."""
     pressed = False
-    while True:
-        try:
-            try:
-                if previous is not None:
-                    signal.signal(signal.SIGINT, previous)  # from now on, a Ctrl-C lands here
-                    previous = None
-                if held:
-                    held.clear()
-                    raise KeyboardInterrupt
-                if not wait([job], _WAKE_EVERY).done:
-                    continue
-                status = job.result()
-            except KeyboardInterrupt:
-                if pressed:
+    try:
+        while True:
+            presses = len(held)  # held: appended by our handler, on this thread
+            if presses:
+                del held[:presses]  # a press noted meanwhile stays for the next look
+                if pressed or presses > 1:
                     _quit_now()
                 pressed = True
-                if started.is_set():
-                    what = "stopping the run"
-                else:
-                    what = "stopping as soon as Spark has started"
+                what = (
+                    "stopping the run"
+                    if started.is_set()
+                    else "stopping as soon as Spark has started"
+                )
                 print(f"\nCtrl-C: {what} (Ctrl-C again quits at once)", file=sys.stderr)
                 if stop.watched is not None:
                     _print_snapshot(stop, "Ctrl-C")
                 stop.request()
-                continue
-        except KeyboardInterrupt:  # a second one while the first was handled
-            _quit_now()
-        return _INTERRUPTED if pressed else status
+            if wait([job], _WAKE_EVERY).done:
+                break
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    status = job.result()
+    return _INTERRUPTED if pressed else status
 
 
 def _start_reporter(stop: Stop, asked: queue.SimpleQueue[str | None]) -> None:
