@@ -11,6 +11,7 @@ from reactive_streams._scan import Scan, Scannable, Snapshot, snapshot
 from reactive_streams.api import Processor, Publisher, Subscriber, Subscription
 from reactive_streams.errors import IllegalRequestError, OverflowViolation, ProtocolViolation
 from reactive_streams.publishers._log import log
+from reactive_streams.publishers._map_async import map_async
 from reactive_streams.publishers._publish_on import publish_on
 from reactive_streams.publishers._retry import retry
 from reactive_streams.publishers._share import share
@@ -31,6 +32,7 @@ __all__ = [
     "Subscription",
     "checked",
     "log",
+    "map_async",
     "pipe",
     "publish_on",
     "retry",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import threading
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Final, Generic, TypeVar, final
@@ -22,6 +23,7 @@ __all__ = [
     "resolve_loop",
     "running_loop",
     "run_clean_up",
+    "shared_loop",
     "start_eagerly",
     "start_task",
 ]
@@ -35,6 +37,46 @@ _tasks: Final[set[asyncio.Task[Any]]] = set()
 """Strong references to the tasks started here (the loop holds tasks only weakly)."""
 _tasks_lock: Final = threading.Lock()
 """Guards ``_tasks``: loops on several threads start and finish tasks at once."""
+
+
+_shared: asyncio.AbstractEventLoop | None = None
+"""The process-wide loop of :func:`shared_loop`, once started (under ``_shared_lock``)."""
+_shared_lock = threading.Lock()
+
+
+def shared_loop() -> asyncio.AbstractEventLoop:
+    """The process's one library-owned event loop, running on the daemon thread
+    ``rs-map-async-loop``: started by the first caller (under a lock), never stopped, and
+    the same for every later caller, so an async client made on it stays valid for the
+    process's life (a Spark Python worker's, across tasks). A forked child starts its own
+    (the thread does not survive ``fork``)."""
+    global _shared
+    with _shared_lock:
+        loop = _shared
+        if loop is None:
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(
+                target=_run_forever, args=(loop,), name="rs-map-async-loop", daemon=True
+            )
+            thread.start()
+            _shared = loop  # under _shared_lock
+    return loop
+
+
+def _run_forever(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    loop.run_forever()
+
+
+def _forget_shared_loop() -> None:
+    """In a forked child: the loop's thread is gone, and the lock may be held for ever."""
+    global _shared, _shared_lock
+    _shared = None
+    _shared_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_forget_shared_loop)
 
 
 def _keep(task: asyncio.Task[Any]) -> None:
