@@ -92,7 +92,7 @@ class MapAsyncProcessor(Generic[T, R]):
         self._subscription: DrainSubscription[R] | None = None
         self._calls: Calls[T, R] = Calls(fn, concurrency, ordered, loop, self)
 
-    # -- upstream side: any thread, serially (§1.3) ----------------------------------------------
+    # -- upstream side: any thread, serially (§1.3) ----------------------------------------
 
     def on_subscribe(self, subscription: Subscription) -> None:
         require_subscription(subscription)  # §2.13
@@ -140,7 +140,7 @@ class MapAsyncProcessor(Generic[T, R]):
             error.__cause__ = exc
             self._calls.fail(error)
 
-    # -- what the calls' drain asks of it: the drain's thread, serially --------------------------
+    # -- what the calls' drain asks of it: the drain's thread, serially --------------------
 
     def want_more(self) -> None:
         """The subscriber has demand and nothing waits: the first request, once subscribed."""
@@ -163,7 +163,7 @@ class MapAsyncProcessor(Generic[T, R]):
     def cancel_upstream(self) -> None:
         self._upstream.cancel()  # once (§3.7); a raising cancel is reported (§3.15)
 
-    # -- subscriber side ---------------------------------------------------------------------------
+    # -- subscriber side -------------------------------------------------------------------
 
     def subscribe(self, subscriber: Subscriber[R]) -> None:
         require_subscriber(subscriber)  # §1.9
@@ -181,7 +181,7 @@ class MapAsyncProcessor(Generic[T, R]):
         self._subscription = subscription
         subscription.start()
 
-    # -- diagnostics ---------------------------------------------------------------------------------
+    # -- diagnostics -----------------------------------------------------------------------
 
     def scan(self) -> Scan:
         """This stage's record for :func:`~reactive_streams.snapshot` (any thread, no lock):

@@ -115,7 +115,7 @@ class Calls(Source[R], Generic[T, R]):
         self._done = False  # one-way: the end is decided; it follows the queue
         self._error: Exception | None = None  # set before _done
 
-    # -- from the upstream side: any thread ---------------------------------------------------
+    # -- from the upstream side: any thread ------------------------------------------------
 
     @property
     def stopped(self) -> bool:
@@ -172,7 +172,7 @@ class Calls(Source[R], Generic[T, R]):
     def wake(self) -> None:
         self._wake()
 
-    # -- on the loop's thread ------------------------------------------------------------------
+    # -- on the loop's thread --------------------------------------------------------------
 
     def _on_loop(self, action: Callable[[], None]) -> None:
         try:
@@ -279,7 +279,7 @@ class Calls(Source[R], Generic[T, R]):
         for task in list(self._tasks):  # owned: the loop
             task.cancel()
 
-    # -- Source: the drain, serially --------------------------------------------------------
+    # -- Source: the drain, serially -------------------------------------------------------
 
     def bind(self, wake: Callable[[], None]) -> None:
         self._wake = wake
@@ -310,7 +310,7 @@ class Calls(Source[R], Generic[T, R]):
         self._wake = _nothing
         self.queue.clear()  # §3.13
 
-    # -- diagnostics: read without the lock (a snapshot) ---------------------------------------
+    # -- diagnostics: read without the lock (a snapshot) -----------------------------------
 
     def buffered(self) -> int:
         return 0  # the processor's row shows them (upstream())
