@@ -43,7 +43,8 @@ class MapAsyncProcessor(Generic[T, R]):
     and emits the results in input order (``ordered``) or as they finish.
 
     Demand: upstream is asked for ``prefetch`` once the subscriber first has demand, then
-    for more as results are delivered (``Replenisher``: 75% of the window at a time), so
+    for more as results are delivered (``Replenisher``: at most 75% of the window at a time,
+    and at least ``concurrency`` still asked for when it asks again), so
     elements asked and not yet delivered (awaited, waiting for a call, or finished and
     waiting) never exceed ``prefetch``; a subscriber that stops requesting stops upstream.
     Threads: calls run on the loop; results are delivered by the drain (INLINE) on the
@@ -84,7 +85,11 @@ class MapAsyncProcessor(Generic[T, R]):
         self._name = f"map_async(concurrency={concurrency})"
         self._lock = threading.Lock()
         self._upstream = Upstream(self._pass)  # set once (§2.5), requests serial (§2.7)
-        self._replenisher = Replenisher(prefetch)  # owned: the drain (want, consumed)
+        # owned: the drain (want, consumed). It asks again once ``limit`` were delivered, at
+        # most 75% of the window (Reactor's rule), and early enough that the window keeps
+        # ``concurrency`` elements asked for: never fewer calls than the bound for want of it.
+        limit = min(prefetch - (prefetch >> 2), prefetch - concurrency + 1)
+        self._replenisher = Replenisher(prefetch, limit)
         self._asked = 0  # owned: Upstream's requesting turn (§2.7)
         self._received = 0  # owned: the upstream's on_next calls, serial (§1.3)
         self._lazy = True  # under _lock: the first request is still to make
