@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from reactive_streams import UNBOUNDED, map_async, pipe, snapshot
+from reactive_streams import UNBOUNDED, OverflowViolation, map_async, pipe, snapshot
 from reactive_streams._loop import shared_loop
 from reactive_streams.adapters.iterables import from_iterable, to_iterator
 from reactive_streams.testing import (
@@ -193,6 +193,29 @@ class TestDemand:
         sub.await_condition(lambda: upstream.total == 7, TIMEOUT, "request(3)")
         assert upstream.requests == [4, 3]
 
+    def test_scan(self) -> None:
+        """scan(): its name, the subscriber's outstanding demand, what it asked, the calls
+        in flight, what it holds, and whether an upstream subscribed."""
+        gated = Gated()
+        stage: Any = map_async(gated, concurrency=1, prefetch=3)
+        sub: RecordingSubscriber[int] = RecordingSubscriber(5)
+        stage.subscribe(sub)
+        scan = stage.scan()
+        assert scan.name == "map_async(concurrency=1)" and scan.subscribed is False
+        upstream = RecordingSubscription()
+        stage.on_subscribe(upstream)
+        stage.on_next(0)
+        stage.on_next(1)
+        gated.await_started(1)
+        scan = stage.scan()
+        assert (scan.requested, scan.asked, scan.in_flight, scan.buffered) == (5, 3, 1, 1)
+        assert scan.subscribed and scan.upstream is upstream
+        gated.open(0)
+        sub.await_count(1, TIMEOUT)
+        sub.await_condition(lambda: stage.scan().requested == 4, TIMEOUT, "requested 4")
+        sub.cancel()
+        assert stage.scan().cancelled and stage.scan().upstream is None
+
     @pytest.mark.parametrize("ordered", [True, False])
     def test_window_holds_against_a_synchronous_source(self, ordered: bool) -> None:
         """Pulled from the source and not yet delivered never exceeds ``prefetch``."""
@@ -251,15 +274,24 @@ class TestEndings:
         boom = ValueError("boom")
         gated.errors[1] = boom
         stage = map_async(gated, concurrency=3)
-        sub: RecordingSubscriber[int] = RecordingSubscriber(UNBOUNDED)
-        upstream = fed(stage, sub)
+        upstream = RecordingSubscription()
+        cancelled_first: list[bool] = []
+
+        class Sub(RecordingSubscriber[int]):
+            def on_error(self, error: Exception) -> None:
+                cancelled_first.append(upstream.cancelled.is_set())
+                super().on_error(error)
+
+        sub = Sub(UNBOUNDED)
+        stage.subscribe(sub)
+        stage.on_subscribe(upstream)
         for x in range(3):
             stage.on_next(x)
         gated.await_started(3)
         gated.open(1)
         sub.await_terminal(TIMEOUT)
         assert sub.error is boom and sub.elements == []
-        assert upstream.cancelled.wait(TIMEOUT)
+        assert cancelled_first == [True]  # upstream cancelled before on_error
         gated.wait("cancelled calls", lambda: sorted(gated.cancelled) == [0, 2])
         sub.assert_no_violations()
 
@@ -336,6 +368,18 @@ class TestEndings:
             gated.wait("cancelled calls", lambda g=gated: sorted(g.cancelled) == [0, 1, 2])
             assert not sub.is_terminated
             sub.assert_no_violations()
+
+    def test_upstream_beyond_demand_is_cancelled(self) -> None:
+        """An on_next nothing asked for (§1.1) cancels upstream at once; the subscriber,
+        coming later, gets OverflowViolation."""
+        stage = map_async(tenfold, concurrency=1)
+        upstream = RecordingSubscription()
+        stage.on_subscribe(upstream)
+        stage.on_next(1)
+        assert upstream.cancelled.is_set()
+        sub: RecordingSubscriber[int] = RecordingSubscriber()
+        stage.subscribe(sub)
+        assert isinstance(sub.error, OverflowViolation) and "§1.1" in str(sub.error)
 
     def test_unicast(self) -> None:
         """A second subscriber gets on_error naming §1.9/§1.11."""
