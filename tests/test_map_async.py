@@ -204,11 +204,11 @@ class TestDemand:
         assert scan.name == "map_async(concurrency=1)" and scan.subscribed is False
         upstream = RecordingSubscription()
         stage.on_subscribe(upstream)
-        stage.on_next(0)
-        stage.on_next(1)
+        for x in range(3):
+            stage.on_next(x)
         gated.await_started(1)
         scan = stage.scan()
-        assert (scan.requested, scan.asked, scan.in_flight, scan.buffered) == (5, 3, 1, 1)
+        assert (scan.requested, scan.asked, scan.in_flight, scan.buffered) == (5, 3, 1, 2)
         assert scan.subscribed and scan.upstream is upstream
         gated.open(0)
         sub.await_count(1, TIMEOUT)
