@@ -344,7 +344,8 @@ def _child(master: str) -> None:
 def cluster() -> Iterator[Cluster]:
     """One local-cluster[2,1,1024] child for the module (two executor JVMs, 1 core each)."""
     child = Cluster("local-cluster[2,1,1024]")
-    print(f"local-cluster: up in {child.start_seconds:.1f} s, first job {child.first_job_seconds:.1f} s")
+    up, first = child.start_seconds, child.first_job_seconds
+    print(f"local-cluster: up in {up:.1f} s, first job {first:.1f} s")
     yield child
     child.stop()
 
@@ -402,9 +403,7 @@ def test_streaming_dataframe(classic: Any, service: Service) -> None:
     assert classic("streaming", service.port) == sorted(-i for i in range(30))
 
 
-def test_calls_in_flight_stay_within_concurrency_per_task(
-    classic: Any, service: Service
-) -> None:
+def test_calls_in_flight_stay_within_concurrency_per_task(classic: Any, service: Service) -> None:
     """map_async(concurrency=4) over 4 partitions, 2 task slots: at most 8 calls at once."""
     if map_async is None:
         pytest.skip("reactive_streams.map_async is not merged yet")
@@ -461,9 +460,7 @@ def test_closing_the_task_generator_cancels_the_pipeline() -> None:
             pulled.append(i)
             yield pa.record_batch([[i], [str(i)]], schema=_schema())
 
-    task = _Task(
-        lambda: [rx_processor(ops.finally_action(cancelled.set))], "rows", _schema(), 4, 2
-    )
+    task = _Task(lambda: [rx_processor(ops.finally_action(cancelled.set))], "rows", _schema(), 4, 2)
     output = task(source())
     assert next(output).num_rows == 4
     output.close()
