@@ -175,11 +175,16 @@ def _rows(batches: Iterator[pa.RecordBatch], max_rows: int) -> Iterator[Any]:
     """One ``Row`` per input row, converting at most ``max_rows`` rows at a time."""
     from pyspark.sql import Row
 
+    for part in _slices(batches, max_rows):
+        make = Row(*part.schema.names)
+        yield from map(make, *(column.to_pylist() for column in part.columns))
+
+
+def _slices(batches: Iterator[pa.RecordBatch], max_rows: int) -> Iterator[pa.RecordBatch]:
+    """Each batch cut into zero-copy slices of at most ``max_rows`` rows."""
     for batch in batches:
-        make = Row(*batch.schema.names)
         for start in range(0, batch.num_rows, max_rows):
-            part = batch.slice(start, max_rows)
-            yield from map(make, *(column.to_pylist() for column in part.columns))
+            yield batch.slice(start, max_rows)
 
 
 def _batches(outputs: Iterator[Any], schema: pa.Schema, max_rows: int) -> Iterator[Any]:

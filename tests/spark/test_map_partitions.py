@@ -26,7 +26,7 @@ from reactivex import operators as ops
 import reactive_streams
 from reactive_streams.adapters.rx import rx_processor
 from reactive_streams.spark import map_partitions
-from reactive_streams.spark._map_partitions import _batches, _rows, _Task
+from reactive_streams.spark._map_partitions import _batches, _rows, _slices, _Task
 
 map_async = getattr(reactive_streams, "map_async", None)
 
@@ -308,9 +308,10 @@ class Cluster:
         return answer["result"]
 
     def stop(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        self.process.wait(TIMEOUT)
+        with self.process:  # closes the pipes; waits for the child, which stops Spark
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+            self.process.wait(TIMEOUT)
 
 
 def _child(master: str) -> None:
@@ -435,6 +436,7 @@ def _schema() -> pa.Schema:
 def test_rows_are_converted_a_bounded_slice_at_a_time() -> None:
     """Input rows are Rows by name, and at most max_rows Python rows exist per slice."""
     batch = pa.record_batch([list(range(10)), [str(i) for i in range(10)]], schema=_schema())
+    assert [s.num_rows for s in _slices(iter([batch]), 3)] == [3, 3, 3, 1]
     rows = list(_rows(iter([batch]), 3))
     assert [(r.id, r.s) for r in rows] == [(i, str(i)) for i in range(10)]
     assert rows[4].asDict() == {"id": 4, "s": "4"}
