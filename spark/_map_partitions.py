@@ -42,24 +42,20 @@ def map_partitions(
 
     Args:
         df: a DataFrame, classic or Spark Connect, batch or streaming.
-        stages: a zero-argument callable, pickled to the workers (cloudpickle), that builds
-            the list of Processors on the worker for each task, e.g.
-            ``lambda: [map_async(call_api, concurrency=16)]``; they are wired with ``pipe``.
+        stages: a zero-argument callable, pickled to the workers, that builds the list of
+            Processors for each task, e.g. ``lambda: [map_async(call_api, concurrency=16)]``.
         schema: the output's schema, a ``StructType`` or a DDL string.
-        mode: ``"rows"``: the stages get one ``pyspark.sql.Row`` per input row (fields by
-            name; nested values as ``pyarrow``'s ``to_pylist()`` gives them: structs as
-            dicts, timestamps as UTC-aware datetimes) and emit a ``Row``, tuple or dict
-            matching ``schema``. ``"arrow"``: they get and emit ``pyarrow.RecordBatch``es.
+        mode: ``"rows"``: the stages get a ``pyspark.sql.Row`` per input row (nested values
+            as pyarrow's ``to_pylist()`` gives them: structs as dicts, timestamps UTC-aware)
+            and emit a ``Row``, tuple or dict in ``schema``. ``"arrow"``: RecordBatches.
         max_rows_per_batch: rows mode: the most rows converted at once, in and out.
         prefetch: the most outputs requested ahead of Spark's consumption (``to_iterator``).
 
     Returns:
-        ``df.mapInArrow(...)`` with ``schema``. An exception in a stage fails the task with
-        the original type and message in the driver's error.
+        ``df.mapInArrow(...)``; a stage's exception fails the task with its type and message.
 
     Raises:
-        TypeError: ``stages`` is not callable, or ``schema``, ``max_rows_per_batch`` or
-            ``prefetch`` has the wrong type.
+        TypeError: ``stages`` is not callable; ``schema`` or a count has the wrong type.
         ValueError: ``mode`` is not "rows" or "arrow", or a count is not > 0.
     """
     if not callable(stages):
