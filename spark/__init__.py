@@ -15,6 +15,7 @@ try:
 except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
     raise missing_extra(exc, "the spark package", "spark") from exc
 
+from reactive_streams.spark._map_partitions import map_partitions
 from reactive_streams.spark.dataframe import (
     BatchSubscriber,
     DataFramePublisher,
@@ -33,6 +34,7 @@ __all__ = [
     "WriteStats",
     "from_dataframe",
     "from_stream",
+    "map_partitions",
     "to_dataframe",
     "write_parquet",
     "write_table",

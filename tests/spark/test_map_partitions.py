@@ -1,0 +1,484 @@
+"""``map_partitions``: pipelines inside Spark tasks, on local[2], local-cluster and Connect.
+
+A local asyncio HTTP/1.1 service on 127.0.0.1 (:class:`Service`) stands for the remote API.
+The scenarios are plain functions of (session, service port). local[2] and Connect run them
+in this process; local-cluster runs them in a child process of its own (:class:`Cluster`),
+since a process holds one SparkContext and the session-wide ``spark`` fixture is local[2].
+Run as ``python tests/spark/test_map_partitions.py MASTER``, this file is that child.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from reactivex import operators as ops
+
+import reactive_streams
+from reactive_streams.adapters.rx import rx_processor
+from reactive_streams.spark import map_partitions
+from reactive_streams.spark._map_partitions import _batches, _rows, _slices, _Task
+
+map_async = getattr(reactive_streams, "map_async", None)
+
+if __name__ != "__main__":  # the workers cannot import this file: ship its functions by value
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+LATENCY = 0.02
+TIMEOUT = 180.0
+
+
+# --- the service and its client ----------------------------------------------------------
+
+
+class Service:
+    """HTTP/1.1 on 127.0.0.1 in a thread of its own: ``/echo?q`` answers ``q`` after
+    ``LATENCY``; ``/hang`` answers never and counts its open connections until the client
+    goes; ``/stats`` gives the counters. Anything but a loopback peer is refused. The
+    counters change on the service's loop thread, under ``_lock`` (read by any thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts = {"in_flight": 0, "max_in_flight": 0, "echo": 0, "hang": 0, "hanging": 0}
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="test-service")
+        self._server: asyncio.Server | None = None
+
+    def start(self) -> Service:
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._handle, "127.0.0.1", 0), self._loop
+        )
+        self._server = future.result(30)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    def stop(self) -> None:
+        async def close() -> None:
+            assert self._server is not None
+            self._server.close()
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.cancel()
+
+        asyncio.run_coroutine_threadsafe(close(), self._loop).result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(30)
+        self._loop.close()
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.counts)
+
+    def _add(self, key: str, n: int) -> None:
+        with self._lock:
+            self.counts[key] += n
+            if key == "in_flight":
+                self.counts["max_in_flight"] = max(self.counts["max_in_flight"], self.counts[key])
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            if not ipaddress.ip_address(writer.get_extra_info("peername")[0]).is_loopback:
+                return
+            line = await reader.readline()
+            while (await reader.readline()) not in (b"\r\n", b""):
+                pass
+            path, _, query = line.split()[1].decode().partition("?")
+            if path == "/echo":
+                self._add("echo", 1)
+                self._add("in_flight", 1)
+                try:
+                    await asyncio.sleep(LATENCY)
+                finally:
+                    self._add("in_flight", -1)
+                body = query.encode()
+            elif path == "/hang":
+                self._add("hang", 1)
+                self._add("hanging", 1)
+                try:
+                    await reader.read()  # until the client's side is closed
+                finally:
+                    self._add("hanging", -1)
+                return
+            elif path == "/stats":
+                body = json.dumps(self.stats()).encode()
+            else:
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n" % len(body))
+            writer.write(b"Connection: close\r\n\r\n" + body)
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+
+async def fetch(port: int, path: str) -> bytes:
+    """GET ``path`` from the service: the tiny client (one connection per request)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        writer.write(request.encode())
+        await writer.drain()
+        head, _, body = (await reader.read()).partition(b"\r\n\r\n")
+    finally:
+        writer.close()
+    if not head.startswith(b"HTTP/1.1 200"):
+        raise ConnectionError(f"GET {path}: no answer ({head[:40]!r})")
+    return body
+
+
+def fetch_now(port: int, path: str) -> bytes:
+    """The blocking form, for stages that exist today (a thread with no running loop)."""
+    return asyncio.run(fetch(port, path))
+
+
+def stats(port: int) -> dict[str, int]:
+    return dict(json.loads(fetch_now(port, "/stats")))
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+# --- the scenarios (session, port) -> JSON ------------------------------------------------
+
+
+def roundtrip(session: Any, port: int) -> Any:
+    """Rows in, Rows by name through an rx stage, tuples and dicts out."""
+    df = session.range(0, 100, 1, 4).selectExpr("id", "concat('x', id) AS s")
+    out = map_partitions(
+        df,
+        lambda: [
+            rx_processor(ops.map(lambda r: (r.id * 2, r.s) if r.id % 2 else {"s": r.s, "d": 0}))
+        ],
+        "d long, s string",
+        max_rows_per_batch=7,
+    )
+    return sorted((row.d, row.s) for row in out.collect())
+
+
+def arrow_mode(session: Any, port: int) -> Any:
+    """RecordBatches in and out."""
+    df = session.range(0, 50, 1, 2)
+    out = map_partitions(
+        df,
+        lambda: [rx_processor(ops.map(lambda b: pa.record_batch([[b.num_rows]], names=["n"])))],
+        "n long",
+        mode="arrow",
+    )
+    return sum(row.n for row in out.collect())
+
+
+def failing(session: Any, port: int) -> Any:
+    """A stage raises: the driver's error carries the original type and message."""
+
+    def boom(row: Any) -> Any:
+        if row.id == 7:
+            raise LookupError("no such row: boom-7f3a")
+        return (row.id,)
+
+    out = map_partitions(
+        session.range(0, 20, 1, 2), lambda: [rx_processor(ops.map(boom))], "id long"
+    )
+    try:
+        out.collect()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def echo(session: Any, port: int) -> Any:
+    """map_async over 4 partitions against the service; the bodies come back."""
+    if map_async is None:
+        return "skip"
+
+    async def call(row: Any) -> Any:
+        return ((await fetch(port, f"/echo?{row.id}")).decode(),)
+
+    out = map_partitions(
+        session.range(0, 200, 1, 4),
+        lambda: [map_async(call, concurrency=4)],
+        "body string",
+    )
+    return sorted(int(row.body) for row in out.collect())
+
+
+def cancel(session: Any, port: int) -> Any:
+    """A job whose stage hangs on the service is cancelled by its job group."""
+    sc = session.sparkContext
+    out = map_partitions(
+        session.range(0, 8, 1, 2),
+        lambda: [rx_processor(ops.map(lambda r: (fetch_now(port, "/hang").decode(),)))],
+        "body string",
+    )
+    errors: list[str] = []
+
+    def run() -> None:
+        sc.setJobGroup("rs-map-partitions-cancel", "cancel test", interruptOnCancel=True)
+        try:
+            out.collect()
+        except Exception as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    wait_until(lambda: stats(port)["hanging"] >= 1, "a request in flight")
+    sc.cancelJobGroup("rs-map-partitions-cancel")
+    thread.join(TIMEOUT)
+    return errors[0][:3000] if errors else None
+
+
+def streaming(session: Any, port: int) -> Any:
+    """A file stream through map_partitions into a memory sink, until the files are read."""
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="rs-map-partitions-")
+    for n in range(3):
+        with open(f"{folder}/part-{n}.json", "w") as file:
+            file.writelines(json.dumps({"id": n * 10 + i}) + "\n" for i in range(10))
+    stream = session.readStream.schema("id long").json(folder)
+    out = map_partitions(stream, lambda: [rx_processor(ops.map(lambda r: (-r.id,)))], "neg long")
+    name = f"rs_map_partitions_{time.monotonic_ns()}"
+    query = (
+        out.writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", tempfile.mkdtemp(prefix="rs-map-partitions-cp-"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(TIMEOUT)
+    finally:
+        query.stop()
+    return sorted(row.neg for row in session.table(name).collect())
+
+
+SCENARIOS: dict[str, Callable[[Any, int], Any]] = {
+    f.__name__: f for f in (roundtrip, arrow_mode, failing, echo, cancel, streaming)
+}
+
+
+# --- where the scenarios run ----------------------------------------------------------------
+
+
+class Cluster:
+    """This file as a child process holding a local-cluster session: one JSON line in
+    (scenario, port), one JSON line out ({"result": ...} or {"error": ...})."""
+
+    def __init__(self, master: str) -> None:
+        started = time.monotonic()
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, master],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        ready = json.loads(self.process.stdout.readline() or '{"error": "child died"}')
+        if "error" in ready:
+            self.stop()
+            pytest.fail(f"local-cluster did not start: {ready['error']}")
+        self.start_seconds = time.monotonic() - started
+        self.first_job_seconds = ready["first_job"]
+
+    def run(self, scenario: str, port: int) -> Any:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps([scenario, port]) + "\n")
+        self.process.stdin.flush()
+        answer = json.loads(self.process.stdout.readline() or '{"error": "child died"}')
+        if "error" in answer:
+            pytest.fail(f"{scenario} on local-cluster: {answer['error']}")
+        return answer["result"]
+
+    def stop(self) -> None:
+        with self.process:  # closes the pipes; waits for the child, which stops Spark
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+            self.process.wait(TIMEOUT)
+
+
+def _child(master: str) -> None:
+    from reactive_streams.spark.local import local_session
+
+    try:
+        session = local_session(
+            master,
+            app_name="rs-map-partitions-tests",
+            conf={"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"},
+        )
+        started = time.monotonic()
+        session.range(0, 4, 1, 4).count()
+        ready = {"first_job": time.monotonic() - started}
+    except Exception as exc:
+        ready = {"error": f"{type(exc).__name__}: {exc}"}
+    print(json.dumps(ready), flush=True)
+    if "error" in ready:
+        return
+    for line in sys.stdin:
+        scenario, port = json.loads(line)
+        try:
+            answer = {"result": SCENARIOS[scenario](session, port)}
+        except Exception as exc:
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps(answer), flush=True)
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    """One local-cluster[2,1,1024] child for the module (two executor JVMs, 1 core each)."""
+    child = Cluster("local-cluster[2,1,1024]")
+    up, first = child.start_seconds, child.first_job_seconds
+    print(f"local-cluster: up in {up:.1f} s, first job {first:.1f} s")
+    yield child
+    child.stop()
+
+
+@pytest.fixture
+def service() -> Iterator[Service]:
+    running = Service().start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(params=["local[2]", "local-cluster", "connect"])
+def runner(request: pytest.FixtureRequest) -> Callable[[str, int], Any]:
+    """Runs a scenario on local[2] or Spark Connect (in process) or on local-cluster."""
+    if request.param == "local-cluster":
+        return request.getfixturevalue("cluster").run  # type: ignore[no-any-return]
+    session = request.getfixturevalue("spark" if request.param == "local[2]" else "connect")
+    return lambda scenario, port: SCENARIOS[scenario](session, port)
+
+
+@pytest.fixture(params=["local[2]", "local-cluster"])
+def classic(request: pytest.FixtureRequest) -> Callable[[str, int], Any]:
+    """Like ``runner``, classic sessions only (job groups)."""
+    if request.param == "local-cluster":
+        return request.getfixturevalue("cluster").run  # type: ignore[no-any-return]
+    session = request.getfixturevalue("spark")
+    return lambda scenario, port: SCENARIOS[scenario](session, port)
+
+
+# --- the tests -----------------------------------------------------------------------------
+
+
+def test_rows_go_through_the_stages_and_back(runner: Any, service: Service) -> None:
+    """Rows reach the stage by field name; tuples and dicts come back in the schema."""
+    expected = sorted((i * 2, f"x{i}") if i % 2 else (0, f"x{i}") for i in range(100))
+    assert [tuple(row) for row in runner("roundtrip", service.port)] == expected
+
+
+def test_arrow_mode_passes_record_batches(runner: Any, service: Service) -> None:
+    """mode="arrow": the stages get the partition's RecordBatches and emit RecordBatches."""
+    assert runner("arrow_mode", service.port) == 50
+
+
+def test_a_stage_error_fails_the_task_with_its_type_and_message(
+    runner: Any, service: Service
+) -> None:
+    """The driver's error text names the stage's exception type and message."""
+    error = runner("failing", service.port)
+    assert error is not None
+    assert "LookupError" in error and "no such row: boom-7f3a" in error
+
+
+def test_streaming_dataframe(classic: Any, service: Service) -> None:
+    """A file stream runs through map_partitions into a memory sink."""
+    assert classic("streaming", service.port) == sorted(-i for i in range(30))
+
+
+def test_calls_in_flight_stay_within_concurrency_per_task(classic: Any, service: Service) -> None:
+    """map_async(concurrency=4) over 4 partitions, 2 task slots: at most 8 calls at once."""
+    if map_async is None:
+        pytest.skip("reactive_streams.map_async is not merged yet")
+    assert classic("echo", service.port) == list(range(200))
+    seen = service.stats()
+    assert seen["echo"] == 200
+    assert 1 <= seen["max_in_flight"] <= 4 * 2
+
+
+def test_cancelling_the_job_closes_the_calls_in_flight(classic: Any, service: Service) -> None:
+    """Cancel the job group while the stage waits on the service: the service sees its
+    connections closed, and no request after that (checked after another job ran)."""
+    error = classic("cancel", service.port)
+    assert error is not None and "cancel" in error.lower()
+    wait_until(lambda: service.stats()["hanging"] == 0, "the hanging calls to be closed")
+    hangs = service.stats()["hang"]
+    assert hangs >= 1
+    classic("arrow_mode", service.port)  # one more job on the same executors
+    assert service.stats()["hang"] == hangs
+
+
+# --- without Spark: the task function itself -----------------------------------------------
+
+
+def _schema() -> pa.Schema:
+    return pa.schema([("id", pa.int64()), ("s", pa.string())])
+
+
+def test_rows_are_converted_a_bounded_slice_at_a_time() -> None:
+    """Input rows are Rows by name, and at most max_rows Python rows exist per slice."""
+    batch = pa.record_batch([list(range(10)), [str(i) for i in range(10)]], schema=_schema())
+    assert [s.num_rows for s in _slices(iter([batch]), 3)] == [3, 3, 3, 1]
+    rows = list(_rows(iter([batch]), 3))
+    assert [(r.id, r.s) for r in rows] == [(i, str(i)) for i in range(10)]
+    assert rows[4].asDict() == {"id": 4, "s": "4"}
+
+
+def test_outputs_are_gathered_into_batches_of_at_most_max_rows() -> None:
+    """Tuples, Rows and dicts become RecordBatches of at most max_rows, in the schema."""
+    outputs = [(i, str(i)) if i % 2 else {"s": str(i), "id": i} for i in range(10)]
+    batches = list(_batches(iter(outputs), _schema(), 4))
+    assert [b.num_rows for b in batches] == [4, 4, 2]
+    assert pa.Table.from_batches(batches).to_pylist()[3] == {"id": 3, "s": "3"}
+    with pytest.raises(ValueError, match="an output has 1 fields"):
+        list(_batches(iter([(1,)]), _schema(), 4))
+
+
+def test_closing_the_task_generator_cancels_the_pipeline(caplog: Any) -> None:
+    """Spark closing the generator cancels every stage (§3.12), and the input stops."""
+    pulled: list[int] = []
+
+    def source() -> Iterator[pa.RecordBatch]:
+        for i in range(1000):
+            pulled.append(i)
+            yield pa.record_batch([[i], [str(i)]], schema=_schema())
+
+    task = _Task(lambda: [reactive_streams.log("in-task")], "rows", _schema(), 4, 2)
+    output = task(source())
+    assert next(output).num_rows == 4
+    with caplog.at_level("INFO", logger="reactive_streams.log"):
+        output.close()
+    lines = [record.getMessage() for record in caplog.records]
+    assert any("in-task" in line and "cancel" in line for line in lines), lines
+    assert not any("complete" in line for line in lines), lines
+    assert len(pulled) < 1000
+
+
+def test_stages_must_be_callable(spark: Any) -> None:
+    """The driver checks the type of ``stages`` before anything runs, naming it."""
+    with pytest.raises(TypeError, match="stages must be a zero-argument callable"):
+        map_partitions(spark.range(3), [rx_processor(ops.map(str))], "id long")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="mode must be"):
+        map_partitions(spark.range(3), list, "id long", mode="pandas")  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1])
