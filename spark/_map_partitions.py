@@ -184,12 +184,21 @@ def _slices(batches: Iterator[pa.RecordBatch], max_rows: int) -> Iterator[pa.Rec
 
 
 def _batches(outputs: Iterator[Any], schema: pa.Schema, max_rows: int) -> Iterator[Any]:
-    """Gather outputs (``Row``, tuple or dict) into RecordBatches of at most ``max_rows``."""
+    """Gather outputs (``Row``, tuple or dict) into RecordBatches of at most ``max_rows``;
+    a dict or a ``Row`` with named fields goes by name, a tuple by position."""
     names = schema.names
     held: list[tuple[Any, ...]] = []
     for item in outputs:
         if isinstance(item, dict):
             item = tuple(item.get(name) for name in names)
+        elif getattr(item, "__fields__", names) != names:  # a Row with named fields: by name
+            fields = item.__fields__
+            if set(fields) != set(names):
+                raise ValueError(
+                    f"map_partitions(): an output Row has the fields {', '.join(fields)}, "
+                    f"the schema {', '.join(names)}"
+                )
+            item = tuple(item[name] for name in names)
         elif not isinstance(item, tuple):
             raise TypeError(
                 "map_partitions(): in rows mode the last stage must emit a Row, tuple or "

@@ -1,6 +1,7 @@
 """``map_partitions``: pipelines inside Spark tasks, on local[2], local-cluster and Connect.
 
-A local asyncio HTTP/1.1 service on 127.0.0.1 (:class:`Service`) stands for the remote API.
+A local asyncio HTTP/1.1 service on 127.0.0.1 (``reactive_streams.spark._service``) stands
+for the remote API.
 The scenarios are plain functions of (session, service port). local[2] and Connect run them
 in this process; local-cluster runs them in a child process of its own (:class:`Cluster`),
 since a process holds one SparkContext and the session-wide ``spark`` fixture is local[2].
@@ -10,7 +11,6 @@ Run as ``python tests/spark/test_map_partitions.py MASTER``, this file is that c
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import subprocess
 import sys
@@ -23,121 +23,21 @@ import pyarrow as pa
 import pytest
 from reactivex import operators as ops
 
-import reactive_streams
+from reactive_streams import log, map_async
 from reactive_streams.adapters.rx import rx_processor
 from reactive_streams.spark import map_partitions
 from reactive_streams.spark._map_partitions import _batches, _rows, _slices, _Task
-
-map_async = getattr(reactive_streams, "map_async", None)
+from reactive_streams.spark._service import Service, fetch
 
 if __name__ != "__main__":  # the workers cannot import this file: ship its functions by value
     from pyspark import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-LATENCY = 0.02
 TIMEOUT = 180.0
 
 
 # --- the service and its client ----------------------------------------------------------
-
-
-class Service:
-    """HTTP/1.1 on 127.0.0.1 in a thread of its own: ``/echo?q`` answers ``q`` after
-    ``LATENCY``; ``/hang`` answers never and counts its open connections until the client
-    goes; ``/stats`` gives the counters. Anything but a loopback peer is refused. The
-    counters change on the service's loop thread, under ``_lock`` (read by any thread)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.counts = {"in_flight": 0, "max_in_flight": 0, "echo": 0, "hang": 0, "hanging": 0}
-        self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="test-service")
-        self._server: asyncio.Server | None = None
-
-    def start(self) -> Service:
-        self._thread.start()
-        future = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._handle, "127.0.0.1", 0), self._loop
-        )
-        self._server = future.result(30)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    def stop(self) -> None:
-        async def close() -> None:
-            assert self._server is not None
-            self._server.close()
-            for task in asyncio.all_tasks():
-                if task is not asyncio.current_task():
-                    task.cancel()
-
-        asyncio.run_coroutine_threadsafe(close(), self._loop).result(30)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(30)
-        self._loop.close()
-
-    def stats(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self.counts)
-
-    def _add(self, key: str, n: int) -> None:
-        with self._lock:
-            self.counts[key] += n
-            if key == "in_flight":
-                self.counts["max_in_flight"] = max(self.counts["max_in_flight"], self.counts[key])
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            if not ipaddress.ip_address(writer.get_extra_info("peername")[0]).is_loopback:
-                return
-            line = await reader.readline()
-            while (await reader.readline()) not in (b"\r\n", b""):
-                pass
-            path, _, query = line.split()[1].decode().partition("?")
-            if path == "/echo":
-                self._add("echo", 1)
-                self._add("in_flight", 1)
-                try:
-                    await asyncio.sleep(LATENCY)
-                finally:
-                    self._add("in_flight", -1)
-                body = query.encode()
-            elif path == "/hang":
-                self._add("hang", 1)
-                self._add("hanging", 1)
-                try:
-                    await reader.read()  # until the client's side is closed
-                finally:
-                    self._add("hanging", -1)
-                return
-            elif path == "/stats":
-                body = json.dumps(self.stats()).encode()
-            else:
-                return
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n" % len(body))
-            writer.write(b"Connection: close\r\n\r\n" + body)
-            await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.close()
-
-
-async def fetch(port: int, path: str) -> bytes:
-    """GET ``path`` from the service: the tiny client (one connection per request)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-        writer.write(request.encode())
-        await writer.drain()
-        head, _, body = (await reader.read()).partition(b"\r\n\r\n")
-    finally:
-        writer.close()
-    if not head.startswith(b"HTTP/1.1 200"):
-        raise ConnectionError(f"GET {path}: no answer ({head[:40]!r})")
-    return body
 
 
 def fetch_now(port: int, path: str) -> bytes:
@@ -206,8 +106,6 @@ def failing(session: Any, port: int) -> Any:
 
 def echo(session: Any, port: int) -> Any:
     """map_async over 4 partitions against the service; the bodies come back."""
-    if map_async is None:
-        return "skip"
 
     async def call(row: Any) -> Any:
         return ((await fetch(port, f"/echo?{row.id}")).decode(),)
@@ -406,8 +304,6 @@ def test_streaming_dataframe(classic: Any, service: Service) -> None:
 
 def test_calls_in_flight_stay_within_concurrency_per_task(classic: Any, service: Service) -> None:
     """map_async(concurrency=4) over 4 partitions, 2 task slots: at most 8 calls at once."""
-    if map_async is None:
-        pytest.skip("reactive_streams.map_async is not merged yet")
     assert classic("echo", service.port) == list(range(200))
     seen = service.stats()
     assert seen["echo"] == 200
@@ -452,6 +348,17 @@ def test_outputs_are_gathered_into_batches_of_at_most_max_rows() -> None:
         list(_batches(iter([(1,)]), _schema(), 4))
 
 
+def test_a_row_with_named_fields_is_gathered_by_name() -> None:
+    """A Row whose fields come in another order than the schema's goes by name, not position;
+    one with other fields is refused, naming both."""
+    from pyspark.sql import Row
+
+    batches = list(_batches(iter([Row(s="7", id=7), (8, "8")]), _schema(), 4))
+    assert pa.Table.from_batches(batches).to_pylist() == [{"id": 7, "s": "7"}, {"id": 8, "s": "8"}]
+    with pytest.raises(ValueError, match="fields id, name, the schema id, s"):
+        list(_batches(iter([Row(id=1, name="x")]), _schema(), 4))
+
+
 def test_closing_the_task_generator_cancels_the_pipeline(caplog: Any) -> None:
     """Spark closing the generator cancels every stage (§3.12), and the input stops."""
     pulled: list[int] = []
@@ -461,7 +368,7 @@ def test_closing_the_task_generator_cancels_the_pipeline(caplog: Any) -> None:
             pulled.append(i)
             yield pa.record_batch([[i], [str(i)]], schema=_schema())
 
-    task = _Task(lambda: [reactive_streams.log("in-task")], "rows", _schema(), 4, 2)
+    task = _Task(lambda: [log("in-task")], "rows", _schema(), 4, 2)
     output = task(source())
     assert next(output).num_rows == 4
     with caplog.at_level("INFO", logger="reactive_streams.log"):
