@@ -483,7 +483,8 @@ def _report(
     summary: Summary | None = None
     failure: Exception | None = None
     try:
-        summary = run(spark, config, on_window=on_window, stop=stop, enrich=enrich)
+        extra = {} if enrich is None else {"enrich": enrich}  # stand-ins take no enrich
+        summary = run(spark, config, on_window=on_window, stop=stop, **extra)
     except KeyboardInterrupt:  # a run given no stop (a stand-in), interrupted all the same
         pass
     except Exception as exc:
