@@ -123,14 +123,14 @@ def test_the_main_command_explains_an_unreachable_connect_server() -> None:
 
 
 def test_the_main_command_enriches_in_the_executors_within_the_call_bound() -> None:
-    """--enrich on 20k events: every event was a call to the service, from the executors,
+    """--enrich on 10k events: every event was a call to the service, from the executors,
     never more at once than --concurrency x the task slots, and the segment column they
     added reached the driver (counted per segment as Spark's user expression says)."""
     from collections import Counter
 
     from reactive_streams.spark._enrich import SEGMENTS
 
-    rows, flags = 20_000, ["--delay", "0", "--no-progress", "--master", "local[2]"]
+    rows, flags = 10_000, ["--delay", "0", "--no-progress", "--master", "local[2]"]
     result = run_python(
         "-m", "reactive_streams.spark", "--enrich", "--concurrency", "64", "--rows", str(rows),
         *flags, timeout=180,
