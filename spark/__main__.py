@@ -31,6 +31,7 @@ from reactive_streams.spark._progress import PROGRESS_EVERY, progress
 from reactive_streams.spark.local import SparkStartError, java_problem, local_session
 
 if TYPE_CHECKING:  # the pipeline needs the rx and spark extras: imported by main() only
+    from reactive_streams.spark._enrich import Enrich
     from reactive_streams.spark.pipeline import Config, Stop, Summary
 
 _INTERRUPTED: Final = 130  # the shell's status for a process ended by Ctrl-C (128 + SIGINT)
@@ -81,6 +82,10 @@ def _delay(text: str) -> float:
     return value
 
 
+def _concurrency(text: str) -> int:
+    return _positive_int(text, 10_000)
+
+
 def _master(text: str) -> str:
     if not _MASTER.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a Spark master URL: use {_MASTER_FORMS}")
@@ -91,7 +96,10 @@ _DESCRIPTION: Final = (
     "The main job: synthetic events read once from Spark with from_dataframe and shared "
     "(reactive_streams.share) by two consumers: RxPY operators (parse, filter, a window "
     "aggregate) to a slow asyncio consumer, and running statistics on a thread of their own. "
-    "Backpressure end to end: the slower consumer's pace sets Spark's."
+    "Backpressure end to end: the slower consumer's pace sets Spark's. With --enrich, each "
+    "event first gets a user segment from a local service, called inside the Spark executors "
+    "(reactive_streams.spark.map_partitions with map_async), at most --concurrency calls per "
+    "task."
 )
 _EPILOG: Final = (
     "A window is ten seconds of event time (1,000 events) folded into one aggregate; the "
@@ -99,7 +107,12 @@ _EPILOG: Final = (
     "with the bound the stages promise. Exit status: 0 when that bound held, 1 when not, 2 on "
     "a bad flag or when Spark cannot start, 130 on Ctrl-C. kill -USR1 <pid> prints a snapshot "
     "of the pipeline's stages (reactive_streams.snapshot) while it runs; Ctrl-C prints one "
-    "before it stops."
+    "before it stops. --enrich starts the service (10 ms an answer) on 127.0.0.1 in this "
+    "process, so it needs a local master (local, local[N], local[*], local-cluster[...]): "
+    "with --remote or another master it is refused. Its summary compares the most calls the "
+    "service saw at once with --concurrency x the master's task slots (local[N]: N; local[*]: "
+    "the CPUs; local-cluster[E,C,M]: E x C), and counts the rows per segment; a call bound "
+    "exceeded exits 1 too. Enriching is I/O bound: use fewer --rows (e.g. 100000)."
 )
 
 
@@ -135,11 +148,42 @@ def _parser() -> argparse.ArgumentParser:
         help=f"DataFrame partitions (default: one per {_ROWS_PER_PARTITION:,} rows, 8 at least)",
     )
     parser.add_argument(
+        "--enrich",
+        action="store_true",
+        help="add a user segment to each event in the executors, from a local service",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=_concurrency,
+        metavar="N",
+        help="with --enrich: the most calls in flight per Spark task (default 16)",
+    )
+    parser.add_argument(
         "--no-progress",
         action="store_true",
         help="no progress bar (nor, when stderr is no terminal, progress lines)",
     )
     return parser
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    """The flags, and the rules between them: a bad combination exits 2, naming the flag."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.concurrency is not None and not args.enrich:
+        parser.error("--concurrency: only with --enrich (it bounds the enrich calls per task)")
+    if args.enrich:
+        from reactive_streams.spark._enrich import task_slots
+
+        if args.remote or task_slots(args.master) is None:
+            where = f"--remote {args.remote}" if args.remote else f"--master {args.master}"
+            parser.error(
+                f"--enrich: needs a local master (local[N], local[*], local-cluster[...]), "
+                f"not {where}: its service listens on 127.0.0.1 in this process, which "
+                "executors on other machines cannot reach"
+            )
+        args.concurrency = args.concurrency or 16
+    return args
 
 
 def _check_reachable(url: str) -> None:
@@ -248,7 +292,7 @@ def main(argv: list[str] | None = None, *, progress_every: float = PROGRESS_EVER
     asked: queue.SimpleQueue[str | None] = queue.SimpleQueue()  # snapshots to print
     usr1: Any = None  # the SIGUSR1 handler to give back at exit
     try:
-        args = _parser().parse_args(argv)  # a bad flag: exit 2, naming it
+        args = _parse(argv)  # a bad flag: exit 2, naming it
         from reactive_streams.spark.pipeline import Stop
 
         stop, started = Stop(), threading.Event()
@@ -377,8 +421,7 @@ def _job(
 
 def _run(spark: Any, args: argparse.Namespace, stop: Stop, progress_every: float) -> int:
     """The pipeline over ``spark``, its progress and its summary (the job's thread)."""
-    from reactive_streams.spark._partitions import join_reads
-    from reactive_streams.spark.pipeline import Config, Meter, Window, run
+    from reactive_streams.spark.pipeline import Config
 
     partitions = args.partitions or max(8, -(-args.rows // _ROWS_PER_PARTITION))
     config = Config(
@@ -391,6 +434,43 @@ def _run(spark: Any, args: argparse.Namespace, stop: Stop, progress_every: float
         f"({config.consumer_delay:g} s per window)",
         file=sys.stderr,
     )
+    enrich = _enrich(args)
+    try:
+        return _report(spark, args, config, stop, progress_every, enrich)
+    finally:
+        if enrich is not None:
+            enrich.stop()
+
+
+def _enrich(args: argparse.Namespace) -> Enrich | None:
+    """With --enrich, the started service and what goes with it (the job's thread)."""
+    if not args.enrich:
+        return None
+    from reactive_streams.spark._enrich import Enrich, task_slots
+
+    slots = task_slots(args.master)
+    assert slots is not None  # _parse refused the others
+    enrich = Enrich(args.concurrency, slots, args.mode).start()
+    print(
+        f"--enrich: a service on 127.0.0.1:{enrich.service.port} adds a segment to each event "
+        f"in the executors (map_partitions, map_async at most {args.concurrency} calls a task)",
+        file=sys.stderr,
+    )
+    return enrich
+
+
+def _report(
+    spark: Any,
+    args: argparse.Namespace,
+    config: Config,
+    stop: Stop,
+    progress_every: float,
+    enrich: Enrich | None,
+) -> int:
+    """Run the pipeline, following it with the progress; print the summary (job's thread)."""
+    from reactive_streams.spark._partitions import join_reads
+    from reactive_streams.spark.pipeline import Meter, Window, run
+
     shown = None if args.no_progress else progress(config.rows, every=progress_every)
     done = 0  # rows the consumer finished, as of its last window
 
@@ -403,7 +483,8 @@ def _run(spark: Any, args: argparse.Namespace, stop: Stop, progress_every: float
     summary: Summary | None = None
     failure: Exception | None = None
     try:
-        summary = run(spark, config, on_window=on_window, stop=stop)
+        extra = {} if enrich is None else {"enrich": enrich}  # stand-ins take no enrich
+        summary = run(spark, config, on_window=on_window, stop=stop, **extra)
     except KeyboardInterrupt:  # a run given no stop (a stand-in), interrupted all the same
         pass
     except Exception as exc:
@@ -422,8 +503,12 @@ def _run(spark: Any, args: argparse.Namespace, stop: Stop, progress_every: float
             file=sys.stderr,
         )
         return _INTERRUPTED
-    print("\n".join(summary_lines(summary, config)))
-    return 0 if summary.max_in_flight <= summary.bound else 1
+    lines = summary_lines(summary, config)
+    if enrich is not None:
+        lines[-1:-1] = enrich.lines(args.remote or args.master)  # before the spark jobs
+    print("\n".join(lines))
+    held = summary.max_in_flight <= summary.bound and (enrich is None or enrich.held())
+    return 0 if held else 1
 
 
 def summary_lines(summary: Summary, config: Config) -> list[str]:

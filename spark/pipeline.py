@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Final, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,6 +28,9 @@ from reactive_streams.adapters.iterables import to_iterator
 from reactive_streams.spark._meter import Meter, Metered
 from reactive_streams.spark._stats import StatsResult, consume
 from reactive_streams.spark.dataframe import from_dataframe, refuse_on_loop
+
+if TYPE_CHECKING:
+    from reactive_streams.spark._enrich import Enrich
 
 __all__ = [
     "EVENTS_PER_WINDOW",
@@ -395,12 +398,14 @@ def run(
     *,
     on_window: Callable[[Window, Meter], None] | None = None,
     stop: Stop | None = None,
+    enrich: Enrich | None = None,
 ) -> Summary:
     """Run the pipeline to the end and return its :class:`Summary` (blocks the caller).
 
     ``stop``, when requested, ends the run early: the read is cancelled and the summary
     says what was done until then (nothing is read if it was requested before the start).
-    ``on_window`` runs on the consumer's loop, on this thread.
+    ``on_window`` runs on the consumer's loop, on this thread. ``enrich`` (started): the
+    read is of the events its service enriched in the executors, counted per segment.
 
     Raises:
         RuntimeError: called on a thread running an asyncio event loop (before anything
@@ -410,6 +415,8 @@ def run(
     meter = Meter()
     jobs_before = _jobs(spark, config.job_tag)  # a reused session remembers earlier runs
     frame = events(spark, config.rows, config.partitions)
+    if enrich is not None:
+        frame = enrich.frame(frame)
     if config.mode == "rows":
         source: Publisher[Any] = from_dataframe(frame, job_tag=config.job_tag)
         size: Callable[[Any], int] = _one
@@ -421,6 +428,8 @@ def run(
             job_tag=config.job_tag,
         )
         size = _num_rows
+    if enrich is not None:
+        size = enrich.segments.sized(size)
     shared = share(Metered(source, meter, size), buffer_size=config.share_buffer, min_subscribers=2)
     stage = rx_stage(config.mode, meter, config.rx_buffer)
     windows: list[Window] = []

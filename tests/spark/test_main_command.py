@@ -25,6 +25,7 @@ from spark_helpers import ROOT, wait_until  # noqa: E402
 from reactive_streams.spark.__main__ import (  # noqa: E402
     _check_master,
     _check_reachable,
+    _parse,
     _parser,
     main,
     summary_lines,
@@ -50,6 +51,11 @@ pytestmark = pytest.mark.spark
         (["--delay", "inf"], "--delay: must be a number of seconds >= 0, got 'inf'"),
         (["--master", "local[0]"], "--master: 'local[0]' is not a Spark master URL"),
         (["--master", "garbage"], "--master: 'garbage' is not a Spark master URL"),
+        (["--enrich", "--remote", "sc://127.0.0.1:1"], "--enrich: needs a local master"),
+        (["--enrich", "--master", "yarn"], "--enrich: needs a local master"),
+        (["--enrich", "--master", "spark://h:7077"], "not --master spark://h:7077"),
+        (["--concurrency", "4"], "--concurrency: only with --enrich"),
+        (["--enrich", "--concurrency", "0"], "--concurrency: must be a positive integer up to"),
     ],
 )
 def test_a_bad_flag_exits_2_naming_it(
@@ -553,6 +559,7 @@ def test_help_is_plain_text_and_says_what_a_window_is() -> None:
     flat = " ".join(text.split())  # argparse wraps lines
     assert "seconds the consumer sleeps after each window" in flat
     assert "A window is ten seconds of event time (1,000 events) folded into one aggregate" in flat
+    assert "--concurrency x the master's task slots (local[N]: N;" in flat
 
 
 def test_a_remote_where_nothing_listens_is_refused_naming_the_address() -> None:
@@ -591,3 +598,46 @@ def test_a_real_grpc_server_passes_the_probe() -> None:
             _check_reachable(f"sc://127.0.0.1:{port}")
         finally:
             server.stop(None).wait(30)
+
+
+def test_enrich_counts_the_task_slots_of_a_local_master_only() -> None:
+    """The call bound is concurrency x the tasks Spark runs at once; a master whose
+    workers may be elsewhere has none (its executors cannot reach 127.0.0.1 here)."""
+    from reactive_streams.spark._enrich import task_slots
+
+    assert task_slots("local") == 1
+    assert task_slots("local[3]") == 3
+    assert task_slots("local[4,2]") == 4
+    assert task_slots("local[*]") == (os.cpu_count() or 1)
+    assert task_slots("local-cluster[2,3,1024]") == 6
+    for master in ("yarn", "spark://h:7077", "k8s://https://h:443"):
+        assert task_slots(master) is None
+    assert _parse(["--enrich"]).concurrency == 16  # the default, with --enrich only
+    assert _parse(["--enrich", "--concurrency", "8", "--master", "local[*]"]).concurrency == 8
+
+
+def test_an_exceeded_call_bound_exits_1_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The in-flight bound held, the call bound did not (a stand-in run and service
+    counters): the summary says CALL BOUND EXCEEDED and the job exits 1; the service the
+    job started is stopped at its end."""
+    import reactive_streams.spark.__main__ as command
+    import reactive_streams.spark.pipeline as pipeline
+
+    services: list[Any] = []
+
+    def run(spark: Any, config: Any, *, on_window: Any, stop: Any, enrich: Any) -> Summary:
+        services.append(enrich.service)
+        stats = dict(enrich.service.stats(), echo=10, max_in_flight=enrich.bound + 1)
+        monkeypatch.setattr(enrich.service, "stats", lambda: stats)
+        return _summary(windows=1, seconds=1.0, jobs=1)
+
+    monkeypatch.setattr(command, "_session", lambda args: _Stopped())
+    monkeypatch.setattr(pipeline, "run", run)
+    flags = "--no-progress --rows 10 --enrich --concurrency 3 --master local[2]".split()
+    assert main(flags) == 1
+    out = capsys.readouterr().out
+    assert "max 7 at once, bound 6 (--concurrency 3 x 2 task slots of local[2])" in out
+    assert "CALL BOUND EXCEEDED" in out
+    assert services and services[0]._loop.is_closed()  # stopped

@@ -122,6 +122,28 @@ def test_the_main_command_explains_an_unreachable_connect_server() -> None:
     assert "cannot reach the Spark Connect server at 127.0.0.1:1" in result.stderr
 
 
+def test_the_main_command_enriches_in_the_executors_within_the_call_bound() -> None:
+    """--enrich on 10k events: every event was a call to the service, from the executors,
+    never more at once than --concurrency x the task slots, and the segment column they
+    added reached the driver (counted per segment as Spark's user expression says)."""
+    from collections import Counter
+
+    from reactive_streams.spark._enrich import SEGMENTS
+
+    rows, flags = 10_000, ["--delay", "0", "--no-progress", "--master", "local[2]"]
+    result = run_python(
+        "-m", "reactive_streams.spark", "--enrich", "--concurrency", "64", "--rows", str(rows),
+        *flags, timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert f"enrich calls  {rows:,} to the service" in out, out
+    assert "bound 128 (--concurrency 64 x 2 task slots of local[2]): call bound held" in out
+    users = Counter(SEGMENTS[(i * 7919) % 5000 % 3] for i in range(rows))  # events()' user
+    seen = ", ".join(f"{name} {users[name]:,}" for name in SEGMENTS)
+    assert f"segments      {seen} (rows read" in out, out
+
+
 def test_a_config_with_a_bad_value_is_refused() -> None:
     """A typo in mode, or a size that is not a positive int, is a ValueError naming it."""
     with pytest.raises(ValueError, match="mode"):
