@@ -21,6 +21,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, wait
 from typing import TYPE_CHECKING, Any, Final, NoReturn
@@ -416,7 +417,25 @@ def _job(
         return _run(spark, args, stop, progress_every)
     finally:
         if not args.remote:
+            if stop.requested:
+                _let_tasks_end(spark)
             spark.stop()
+
+
+def _let_tasks_end(spark: Any, timeout: float = 10.0) -> None:
+    """After a cancel, wait (up to ``timeout`` s) until no task runs in the local executors:
+    a cancelled task still ending when the session stops logs Spark's ``ERROR
+    TaskContextImpl: ... Block broadcast_N does not exist`` with a stack (seen after a
+    Ctrl-C in arrow mode). ``SparkStatusTracker.getExecutorInfos`` is public Java API."""
+    try:
+        tracker = _py4j.java_context(spark.sparkContext).sc().statusTracker()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not any(info.numRunningTasks() for info in tracker.getExecutorInfos()):
+                return
+            time.sleep(0.1)
+    except Exception:  # a session already gone: nothing to wait for
+        pass
 
 
 def _run(spark: Any, args: argparse.Namespace, stop: Stop, progress_every: float) -> int:
