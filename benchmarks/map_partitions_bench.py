@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import gc
 import http.client
+import importlib
 import json
 import re
 import subprocess
@@ -63,6 +64,11 @@ def _reset_peak() -> int:
     except OSError:  # not resettable: the fresh worker's peak is still the task's own
         pass
     return _status_kib("VmRSS")
+
+
+def _pandas() -> Any:
+    """pandas, on the worker (no stubs: typed Any)."""
+    return importlib.import_module("pandas")
 
 
 def _get(port: int, path: str) -> bytes:
@@ -113,8 +119,7 @@ async def _gather(port: int, ids: list[int]) -> list[int]:
 
 def _asyncio_per_batch(port: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
     def task(frames: Iterator[Any]) -> Iterator[Any]:
-        import pandas as pd
-
+        pd = _pandas()
         for frame in frames:
             ids = frame["id"].tolist()
             yield pd.DataFrame({"id": ids, "v": asyncio.run(_gather(port, ids))})
@@ -126,8 +131,7 @@ def _threads_per_task(port: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
     def task(frames: Iterator[Any]) -> Iterator[Any]:
         from concurrent.futures import ThreadPoolExecutor
 
-        import pandas as pd
-
+        pd = _pandas()
         with ThreadPoolExecutor(_CONCURRENCY) as pool:
             for frame in frames:
                 ids = frame["id"].tolist()
@@ -139,8 +143,7 @@ def _threads_per_task(port: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
 
 def _sequential(port: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
     def task(frames: Iterator[Any]) -> Iterator[Any]:
-        import pandas as pd
-
+        pd = _pandas()
         for frame in frames:
             ids = frame["id"].tolist()
             yield pd.DataFrame({"id": ids, "v": [len(_get(port, f"/echo?{i}")) for i in ids]})
@@ -152,8 +155,7 @@ def _gathered_first(port: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The whole partition in one pandas frame, then the calls; ``v``: peak growth, KiB."""
 
     def task(frames: Iterator[Any]) -> Iterator[Any]:
-        import pandas as pd
-
+        pd = _pandas()
         base = _reset_peak()
         frame = pd.concat(list(frames), ignore_index=True)
         ids = frame["id"].tolist()
@@ -171,7 +173,7 @@ def _ship_by_value() -> None:
     from pyspark import cloudpickle
 
     if __name__ != "__main__":  # __main__ (the RSS child) is shipped by value anyway
-        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
 
 
 def _job(df: Any, kind: str, port: int, memory: bool = False) -> Any:
@@ -239,7 +241,7 @@ def _rss_child(small: int, large: int, repeats: int) -> dict[str, int]:
         for _ in range(repeats):
             for rows in (small, large):
                 df = spark.range(0, rows * _RSS_PARTITIONS, 1, _RSS_PARTITIONS).selectExpr(
-                    "id", f"repeat('x', {_PAYLOAD}) AS payload"
+                    "id", f"concat(cast(id AS string), repeat('x', {_PAYLOAD})) AS payload"
                 )
                 for kind, service in services.items():
                     got = _job(df, kind, service.port, memory=True).collect()
@@ -298,7 +300,7 @@ def _line(
 
 
 def run(
-    rows: int = 6_000,
+    rows: int = 4_000,
     seq_rows: int = 200,
     repeats: int = 2,
     rss_rows: tuple[int, int] = (1_000, 4_000),
@@ -308,7 +310,7 @@ def run(
     Args:
         rows: rows of the throughput DataFrame (4 partitions) for ours, asyncio and threads.
         seq_rows: rows for the sequential baseline (20 ms a row per task).
-        repeats: timed runs of each way (after a warm-up), best kept; also the RSS runs.
+        repeats: timed runs of each way (after a warm-up), best kept (the RSS lines: one).
         rss_rows: rows per partition of the small and the large partition (20 KB each).
     """
     from reactive_streams.spark.local import local_session
@@ -356,16 +358,14 @@ def run(
         ),
     ]
     small, large = rss_rows
-    rss = _peak_rss(small, large, repeats)
+    rss = _peak_rss(small, large, 1)
     mib = {key: value / 1024 for key, value in rss.items() if not key.endswith("flight")}
     size = {n: n * _PAYLOAD / 1e6 for n in rss_rows}
     in_flight = (
         f"service max_in_flight: ours {rss['ours_max_in_flight']}, "
         f"gathered {rss['gathered_max_in_flight']}"
     )
-    how = (
-        f"fresh worker per task, {_RSS_BATCH}-row Arrow batches, {_PAYLOAD // 1000} KB a row; "
-    )
+    how = f"fresh worker per task, {_RSS_BATCH}-row Arrow batches, {_PAYLOAD // 1000} KB a row; "
     for n in rss_rows:
         results.append(
             _line(
