@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,33 @@ def test_plot_only_redraws_the_png_from_the_saved_json_and_runs_nothing(
     assert (docs / "performance.png").read_bytes().startswith(b"\x89PNG")
     assert (docs / "benchmarks.json").read_text() == saved
     assert not (docs / "performance.md").exists()
+
+
+@pytest.mark.spark
+@pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")
+def test_the_map_partitions_suite_runs_at_quick_sizes_and_reports_the_service() -> None:
+    """``--only map_partitions --quick``: the throughput lines (against asyncio per batch,
+    a thread pool, sequential calls) and the worker peak-RSS lines exist with figures, and
+    each note gives the service's max_in_flight, within 16 calls x 2 tasks for ours."""
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pandas")
+    from reactive_streams.spark.local import java_problem
+
+    problem = java_problem()
+    if problem:
+        pytest.skip(problem)
+    from benchmarks import __main__ as bench
+
+    results = bench._run_suite("map_partitions", quick=True)
+    names = [r.name for r in results]
+    for baseline in ("asyncio.run per batch", "ThreadPoolExecutor(16)", "sequential calls"):
+        assert any("map_async(concurrency=16)" in n and baseline in n for n in names), names
+    rates = [r for r in results if r.unit == "rows/s"]
+    assert len(rates) == 3 and all(r.ours > 0 and r.baseline for r in rates)
+    assert [r.target for r in rates] == [1.0, None, 10.0]
+    memory = [r for r in results if "peak RSS" in r.name]
+    assert len(memory) == 3 and all(r.unit == "MiB" and r.baseline for r in memory)
+    assert memory[-1].target == 0.67 and "flat" in memory[-1].name
+    for r in results:
+        seen = [int(n) for n in re.findall(r"max_in_flight:? (?:ours )?(\d+)", r.note)]
+        assert seen and 0 < seen[0] <= 32, r.note
