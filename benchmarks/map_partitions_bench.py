@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks.spark_bench import _result
+
 __all__ = ["QUICK", "run"]
 
 QUICK: dict[str, Any] = {"rows": 400, "seq_rows": 40, "repeats": 1, "rss_rows": (100, 400)}
@@ -275,30 +277,6 @@ def _peak_rss(small: int, large: int, repeats: int) -> dict[str, int]:
     return result
 
 
-def _line(
-    name: str,
-    ours: float,
-    baseline: float,
-    unit: str,
-    target: float | None,
-    note: str,
-    baseline_name: str = "",
-    *,
-    lower_is_better: bool = False,
-) -> dict[str, Any]:
-    return {
-        "name": name,
-        "ours": ours,
-        "baseline": baseline,
-        "unit": unit,
-        "ratio": ours / baseline if baseline else None,
-        "target": target,
-        "baseline_name": baseline_name,
-        "note": note,
-        "lower_is_better": lower_is_better,
-    }
-
-
 def run(
     rows: int = 4_000,
     seq_rows: int = 200,
@@ -332,7 +310,7 @@ def run(
     ours, ours_seen = rates["ours"]
     title = f"spark map_partitions + map_async(concurrency=16), 20 ms service ({rows:,} rows)"
     results = [
-        _line(
+        _result(
             f"{title} vs asyncio.run per batch + Semaphore(16) in mapInPandas",
             ours,
             rates["asyncio"][0],
@@ -341,7 +319,7 @@ def run(
             f"{seen('ours')}; baseline's {rates['asyncio'][1]}",
             "asyncio.run per Arrow batch, Semaphore(16), mapInPandas",
         ),
-        _line(
+        _result(
             f"{title} vs ThreadPoolExecutor(16) per task in mapInPandas",
             ours,
             rates["threads"][0],
@@ -350,7 +328,7 @@ def run(
             f"{seen('ours')}; baseline's {rates['threads'][1]}",
             "ThreadPoolExecutor(16) per task, blocking http.client, mapInPandas",
         ),
-        _line(
+        _result(
             f"{title} vs sequential calls in mapInPandas ({seq_rows:,} rows)",
             ours,
             rates["sequential"][0],
@@ -371,7 +349,7 @@ def run(
     how = f"fresh worker per task, {_RSS_BATCH}-row Arrow batches, {_PAYLOAD // 1000} KB a row; "
     for n in rss_rows:
         results.append(
-            _line(
+            _result(
                 f"spark map_partitions worker peak RSS growth, {n:,}-row partition "
                 f"(~{size[n]:.0f} MB): streaming vs gathering first (lower is better)",
                 mib[f"ours_{n}"],
@@ -384,7 +362,7 @@ def run(
             )
         )
     results.append(
-        _line(
+        _result(
             f"spark map_partitions worker peak RSS flat in partition size: "
             f"{small:,}-row / {large:,}-row partition (>= 0.67: large <= 1.5x small)",
             mib[f"ours_{small}"],

@@ -104,10 +104,13 @@ def _result(
     baseline: float,
     unit: str,
     target: float | None,
+    note: str = "",
+    baseline_name: str = "",
     *,
     lower_is_better: bool = False,
 ) -> dict[str, Any]:
-    return {
+    """One line of a Spark benchmark (also map_partitions_bench's), as the harness prints it."""
+    line: dict[str, Any] = {
         "name": name,
         "ours": ours,
         "baseline": baseline,
@@ -116,6 +119,9 @@ def _result(
         "target": target,
         "lower_is_better": lower_is_better,
     }
+    if note or baseline_name:
+        line.update(note=note, baseline_name=baseline_name)
+    return line
 
 
 _RSS_SCRIPT = textwrap.dedent(
