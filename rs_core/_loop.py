@@ -13,6 +13,7 @@ import contextvars
 import os
 import threading
 from collections.abc import Callable, Coroutine, Generator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, Generic, TypeVar, final
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "resolve_loop",
     "running_loop",
     "run_clean_up",
+    "delivery_executor",
     "shared_loop",
     "start_eagerly",
     "start_task",
@@ -41,6 +43,8 @@ _tasks_lock: Final = threading.Lock()
 
 _shared: asyncio.AbstractEventLoop | None = None
 """The process-wide loop of :func:`shared_loop`, once started (under ``_shared_lock``)."""
+_delivery: ThreadPoolExecutor | None = None
+"""The pool of :func:`delivery_executor`, once made (under ``_shared_lock``)."""
 _shared_lock = threading.Lock()
 
 
@@ -63,15 +67,28 @@ def shared_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
+def delivery_executor() -> ThreadPoolExecutor:
+    """The process's pool (threads ``rs-map-async-deliver``) on which ``map_async`` delivers
+    results, so a subscriber's ``on_next``, and the upstream pulls it causes, never run on
+    the shared loop. Made by the first caller (under a lock); a forked child makes its own."""
+    global _delivery
+    with _shared_lock:
+        if _delivery is None:
+            _delivery = ThreadPoolExecutor(thread_name_prefix="rs-map-async-deliver")
+        return _delivery
+
+
 def _run_forever(loop: asyncio.AbstractEventLoop) -> None:
     asyncio.set_event_loop(loop)
     loop.run_forever()
 
 
 def _forget_shared_loop() -> None:
-    """In a forked child: the loop's thread is gone, and the lock may be held for ever."""
-    global _shared, _shared_lock
+    """In a forked child: the loop's and the pool's threads are gone, and the lock may be
+    held for ever."""
+    global _shared, _delivery, _shared_lock
     _shared = None
+    _delivery = None
     _shared_lock = threading.Lock()
 
 

@@ -443,6 +443,35 @@ class TestLoops:
         assert {name for _, name in seen} == {"rs-map-async-loop"}
         assert shared_loop() is shared_loop()
 
+    def test_deliveries_and_the_upstream_pulls_they_cause_never_run_on_the_loop(self) -> None:
+        """A finished call wakes the drain from the loop's thread; the drain runs on the
+        delivery pool instead: on_next, and the pulls of a synchronous upstream that its
+        requests cause, never run on the loop (a blocking generator would stall its calls)."""
+        pulled_on: set[str] = set()
+
+        def source() -> Iterator[int]:
+            for i in range(200):
+                pulled_on.add(threading.current_thread().name)
+                yield i
+
+        async def same(x: int) -> int:
+            await asyncio.sleep(0)
+            return x
+
+        delivered_on: set[str] = set()
+
+        class Sink(RecordingSubscriber[int]):
+            def on_next(self, element: int) -> None:
+                delivered_on.add(threading.current_thread().name)
+                super().on_next(element)
+
+        sub = Sink(UNBOUNDED)
+        pipe(from_iterable(source()), map_async(same, concurrency=4, prefetch=8)).subscribe(sub)
+        sub.await_terminal(TIMEOUT)
+        assert sub.elements == list(range(200)) and sub.completed
+        assert delivered_on and "rs-map-async-loop" not in delivered_on, delivered_on
+        assert "rs-map-async-loop" not in pulled_on, pulled_on
+
 
 @pytest.mark.stress
 @pytest.mark.parametrize("seed", range(12))

@@ -48,9 +48,9 @@ class MapAsyncProcessor(Generic[T, R]):
     elements asked and not yet delivered (awaited, waiting for a call, or finished and
     waiting) never exceed ``prefetch``; a subscriber that stops requesting stops upstream.
     Threads: calls run on the loop; results are delivered by the drain (INLINE) on the
-    thread that wakes it: the loop's, when a call finishes, or a caller of ``request``. On
-    the loop's thread it may also ask upstream for more: put ``publish_on`` before a
-    blocking upstream and after a slow subscriber, or they run on the loop.
+    thread that wakes it: a caller of ``request``, or, when a call finishes, a thread of
+    the delivery pool (``rs-map-async-deliver``), never the loop's: the subscriber's
+    ``on_next`` and the upstream pulls it causes never stall the loop's calls.
     Errors: ``fn`` raising (or returning None, §2.13), or upstream's ``on_error``, cancels
     the calls in flight (their tasks get ``CancelledError``) and upstream, and becomes
     ``on_error`` with the original exception after the results already released (§1.4):

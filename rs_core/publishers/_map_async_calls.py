@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar, final
 
-from reactive_streams._loop import call_on_loop
+from reactive_streams._loop import call_on_loop, delivery_executor, on_loop
 from reactive_streams._source import Source, _Marker, poll_queued
 from reactive_streams._subscription import not_an_exception
 
@@ -139,7 +139,7 @@ class Calls(Source[R], Generic[T, R]):
             self._ended = True
             end = self._ending()
         if end:
-            self._wake()
+            self.wake()
 
     def fail(self, error: Exception) -> None:
         """End with ``error``: the upstream cancelled (§3.13), then as :meth:`stop`."""
@@ -166,11 +166,17 @@ class Calls(Source[R], Generic[T, R]):
                 call_on_loop(self._loop, self._cancel_tasks)
             except RuntimeError:  # a closed loop runs no call any more
                 pass
-        self._wake()
+        self.wake()
         return True
 
     def wake(self) -> None:
-        self._wake()
+        """Wake the drain; called on the loop's thread, the drain runs on the delivery pool
+        instead, so the subscriber's ``on_next`` and the upstream pulls it causes (a blocking
+        generator, say) never run on the loop and stall its calls."""
+        if on_loop(self._loop):
+            delivery_executor().submit(self.wake)  # a RuntimeError at shutdown: as a drain's
+        else:
+            self._wake()
 
     # -- on the loop's thread --------------------------------------------------------------
 
@@ -266,7 +272,7 @@ class Calls(Source[R], Generic[T, R]):
         if taken:
             self._start(taken)
         if wake:
-            self._wake()
+            self.wake()
 
     def _ending(self) -> bool:
         """Under _lock: the upstream ended and every call was released: the end is due."""
