@@ -258,7 +258,10 @@ def _session(args: argparse.Namespace) -> Any:
     if problem is not None:
         raise SparkStartError(problem)
     _check_master(args.master)
-    session = local_session(args.master, app_name="reactive-streams-main-job")
+    from reactive_streams.spark._map_partitions import FLUSH_CONF
+
+    flush = {FLUSH_CONF: "true"} if args.enrich else None  # a cancel stops the calls at once
+    session = local_session(args.master, app_name="reactive-streams-main-job", conf=flush)
     _quiet_serving_abort(session)
     return session
 

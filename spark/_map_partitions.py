@@ -9,7 +9,9 @@ the worker when a job is cancelled is in docs/spark.md ("map_partitions: cancel"
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, Literal
@@ -27,6 +29,14 @@ Mode = Literal["rows", "arrow"]
 _MODES: Final = ("rows", "arrow")
 _RELEASE_WAIT: Final = 60.0
 """Seconds the task waits, once its output ends, for a pull of the input still running."""
+FLUSH_CONF: Final = "spark.python.udf.pipelined.enabled"
+"""The Spark conf (set when the session starts) that makes a Python worker flush each output
+batch: a worker whose task Spark ended (a cancel, a ``limit``) then fails at its next batch
+and exits. Without it the worker runs on until 64 KB of output (``spark.buffer.size``) is
+buffered. docs/spark.md ("map_partitions: cancel") has the measurements."""
+_LINGER: Final = 0.1
+"""Seconds an output row waits for its batch to fill (rows mode) before the batch goes out:
+Spark then sees output, and a worker whose task has ended learns it at that write."""
 
 
 def map_partitions(
@@ -77,8 +87,26 @@ def map_partitions(
             "map_partitions(): schema must be a StructType or a DDL string, "
             f"got {type(schema).__qualname__}"
         )
+    _note_flush_conf(df.sparkSession)
     task = _Task(stages, mode, to_arrow_schema(schema), max_rows_per_batch, prefetch)
     return df.mapInArrow(task, schema)
+
+
+_noted = threading.Lock()
+_log = logging.getLogger("reactive_streams.spark")
+
+
+def _note_flush_conf(session: Any) -> None:
+    """Warns once per process when ``FLUSH_CONF`` is off (the first caller's thread)."""
+    if _noted.locked() or session.conf.get(FLUSH_CONF, "false").lower() == "true":
+        return
+    if _noted.acquire(blocking=False):  # held for good: the first one warns, once
+        _log.warning(
+            "map_partitions: %s is not set, so a task Spark ends early (a cancelled job, "
+            "a limit) leaves its Python worker calling on until 64 KB of output is "
+            "buffered; set it to true when the session starts",
+            FLUSH_CONF,
+        )
 
 
 def _require_count(value: object, name: str) -> None:
@@ -183,11 +211,15 @@ def _slices(batches: Iterator[pa.RecordBatch], max_rows: int) -> Iterator[pa.Rec
             yield batch.slice(start, max_rows)
 
 
-def _batches(outputs: Iterator[Any], schema: pa.Schema, max_rows: int) -> Iterator[Any]:
-    """Gather outputs (``Row``, tuple or dict) into RecordBatches of at most ``max_rows``;
+def _batches(
+    outputs: Iterator[Any], schema: pa.Schema, max_rows: int, linger: float = _LINGER
+) -> Iterator[Any]:
+    """Gather outputs (``Row``, tuple or dict) into RecordBatches of at most ``max_rows``,
+    or fewer once the first held one is ``linger`` seconds old (looked at as outputs come);
     a dict or a ``Row`` with named fields goes by name, a tuple by position."""
     names = schema.names
     held: list[tuple[Any, ...]] = []
+    first = 0.0
     for item in outputs:
         if isinstance(item, dict):
             item = tuple(item.get(name) for name in names)
@@ -209,8 +241,10 @@ def _batches(outputs: Iterator[Any], schema: pa.Schema, max_rows: int) -> Iterat
                 f"map_partitions(): an output has {len(item)} fields, the schema "
                 f"{len(names)} ({', '.join(names)})"
             )
+        if not held:
+            first = time.monotonic()
         held.append(item)
-        if len(held) == max_rows:
+        if len(held) == max_rows or time.monotonic() - first >= linger:
             yield _to_batch(held, schema)
             held = []
     if held:

@@ -71,10 +71,12 @@ class Service:
         try:
             if not ipaddress.ip_address(writer.get_extra_info("peername")[0]).is_loopback:
                 return
-            line = await reader.readline()
+            words = (await reader.readline()).split()
             while (await reader.readline()) not in (b"\r\n", b""):
                 pass
-            path, _, query = line.split()[1].decode().partition("?")
+            if len(words) < 2:  # a client gone before its request line (a killed worker)
+                return
+            path, _, query = words[1].decode().partition("?")
             if path == "/echo":
                 self._add("echo", 1)
                 self._add("in_flight", 1)

@@ -55,7 +55,9 @@ def connect_server() -> Iterator[Any]:
     """A Spark Connect server on 127.0.0.1 (a free port), stopped at the end of the session."""
     if _MISSING:
         pytest.skip(_MISSING)
-    server = LocalConnectServer("local[2]").start()
+    from reactive_streams.spark._map_partitions import FLUSH_CONF
+
+    server = LocalConnectServer("local[2]", conf={FLUSH_CONF: "true"}).start()
     yield server
     server.stop()
 

@@ -11,6 +11,7 @@ Run as ``python tests/spark/test_map_partitions.py MASTER``, this file is that c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from reactivex import operators as ops
 from reactive_streams import log, map_async
 from reactive_streams.adapters.rx import rx_processor
 from reactive_streams.spark import map_partitions
-from reactive_streams.spark._map_partitions import _batches, _rows, _slices, _Task
+from reactive_streams.spark._map_partitions import FLUSH_CONF, _batches, _rows, _slices, _Task
 from reactive_streams.spark._service import Service, fetch
 
 if __name__ != "__main__":  # the workers cannot import this file: ship its functions by value
@@ -168,8 +169,93 @@ def streaming(session: Any, port: int) -> Any:
     return sorted(row.neg for row in session.table(name).collect())
 
 
+def present(port: int) -> list[Any]:
+    """Opens a ``/hang`` connection held for the life of the worker process that calls it: the
+    service's ``hanging`` count then says how many such workers are still alive."""
+    import socket
+
+    connection = socket.create_connection(("127.0.0.1", port))
+    connection.sendall(b"GET /hang HTTP/1.1\r\n\r\n")
+    sys.__dict__.setdefault("rs_test_presence", []).append(connection)  # kept: process's life
+    return []
+
+
+def busy(session: Any, port: int) -> Any:
+    """Two tasks whose stage calls the service as fast as it answers, with small windows."""
+    return _busy_over(session.range(0, 10**8, 1, 2), port)
+
+
+def _busy_over(df: Any, port: int) -> Any:
+    async def call(row: Any) -> Any:
+        return ((await fetch(port, f"/echo?{row.id}")).decode(),)
+
+    return map_partitions(
+        df,
+        lambda: present(port) + [map_async(call, concurrency=4)],
+        "body string",
+        max_rows_per_batch=16,
+        prefetch=8,
+    )
+
+
+def cancel_busy(session: Any, port: int) -> Any:
+    """The busy job, cancelled by its job group; the calls the service saw when it ended."""
+    sc = session.sparkContext
+    out = busy(session, port)
+
+    def run() -> None:
+        sc.setJobGroup("rs-map-partitions-busy", "cancel test", interruptOnCancel=True)
+        with contextlib.suppress(Exception):
+            out.count()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    wait_until(lambda: stats(port)["echo"] >= 50, "the stage to call the service")
+    sc.cancelJobGroup("rs-map-partitions-busy")
+    thread.join(TIMEOUT)
+    return stats(port)["echo"]
+
+
+def interrupt_busy(session: Any, port: int) -> Any:
+    """The busy job on Spark Connect, interrupted by its tag; the calls when it ended."""
+    out = busy(session, port)
+
+    def run() -> None:
+        session.addTag("rs-map-partitions-busy")
+        with contextlib.suppress(Exception):
+            out.count()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    wait_until(lambda: stats(port)["echo"] >= 50, "the stage to call the service")
+    session.interruptTag("rs-map-partitions-busy")
+    thread.join(TIMEOUT)
+    return stats(port)["echo"]
+
+
+def stop_busy_stream(session: Any, port: int) -> Any:
+    """Micro-batches of 10M rows through the busy stage into a noop sink, stopped mid-batch;
+    the calls the service saw once ``stop()`` returned."""
+    stream = session.readStream.format("rate-micro-batch").option("rowsPerBatch", 10**7).load()
+    out = _busy_over(stream.selectExpr("value AS id"), port)
+    started = out.writeStream.format("noop").start()
+    try:
+        wait_until(lambda: stats(port)["echo"] >= 50, "the stage to call the service")
+    finally:
+        started.stop()
+    return stats(port)["echo"]
+
+
+def limit_busy(session: Any, port: int) -> Any:
+    """``limit(5)`` of the busy job: Spark ends its task after five rows; the calls then."""
+    assert len(busy(session, port).limit(5).collect()) == 5
+    return stats(port)["echo"]
+
+
 SCENARIOS: dict[str, Callable[[Any, int], Any]] = {
-    f.__name__: f for f in (roundtrip, arrow_mode, failing, echo, cancel, streaming)
+    f.__name__: f
+    for f in (roundtrip, arrow_mode, failing, echo, cancel, streaming)
+    + (cancel_busy, interrupt_busy, stop_busy_stream, limit_busy)
 }
 
 
@@ -180,10 +266,10 @@ class Cluster:
     """This file as a child process holding a local-cluster session: one JSON line in
     (scenario, port), one JSON line out ({"result": ...} or {"error": ...})."""
 
-    def __init__(self, master: str) -> None:
+    def __init__(self, master: str, conf: dict[str, str] | None = None) -> None:
         started = time.monotonic()
         self.process = subprocess.Popen(
-            [sys.executable, __file__, master],
+            [sys.executable, __file__, master, json.dumps(conf or {})],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -192,7 +278,7 @@ class Cluster:
         ready = json.loads(self.process.stdout.readline() or '{"error": "child died"}')
         if "error" in ready:
             self.stop()
-            pytest.fail(f"local-cluster did not start: {ready['error']}")
+            pytest.fail(f"{master} did not start: {ready['error']}")
         self.start_seconds = time.monotonic() - started
         self.first_job_seconds = ready["first_job"]
 
@@ -202,7 +288,7 @@ class Cluster:
         self.process.stdin.flush()
         answer = json.loads(self.process.stdout.readline() or '{"error": "child died"}')
         if "error" in answer:
-            pytest.fail(f"{scenario} on local-cluster: {answer['error']}")
+            pytest.fail(f"{scenario} in the child session: {answer['error']}")
         return answer["result"]
 
     def stop(self) -> None:
@@ -212,14 +298,14 @@ class Cluster:
             self.process.wait(TIMEOUT)
 
 
-def _child(master: str) -> None:
+def _child(master: str, conf: dict[str, str]) -> None:
     from reactive_streams.spark.local import local_session
 
     try:
         session = local_session(
             master,
             app_name="rs-map-partitions-tests",
-            conf={"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"},
+            conf={"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"} | conf,
         )
         started = time.monotonic()
         session.range(0, 4, 1, 4).count()
@@ -245,6 +331,17 @@ def cluster() -> Iterator[Cluster]:
     child = Cluster("local-cluster[2,1,1024]")
     up, first = child.start_seconds, child.first_job_seconds
     print(f"local-cluster: up in {up:.1f} s, first job {first:.1f} s")
+    yield child
+    child.stop()
+
+
+PIPELINED = {FLUSH_CONF: "true"}
+
+
+@pytest.fixture(scope="module")
+def pipelined() -> Iterator[Cluster]:
+    """A local[2] child whose Python workers flush every output batch (``PIPELINED``)."""
+    child = Cluster("local[2]", PIPELINED)
     yield child
     child.stop()
 
@@ -322,6 +419,43 @@ def test_cancelling_the_job_closes_the_calls_in_flight(classic: Any, service: Se
     assert service.stats()["hang"] == hangs
 
 
+AFTER_THE_END = 400
+"""Calls the busy job's two tasks may start once Spark ended them: per task 4 in flight, 8
+outputs prefetched, 4 results waiting, 16 rows held, two 16-row batches written before a
+write fails (64), and what the tasks still read while the cancel reaches them (on a loaded
+machine, about a second: 80 calls a task). Without per-batch flushes a worker goes on until
+64 KB of output (thousands of these rows) is buffered."""
+
+
+@pytest.mark.parametrize(
+    "scenario", ["cancel_busy", "stop_busy_stream", "limit_busy", "interrupt_busy"]
+)
+def test_a_worker_whose_task_spark_ended_stops_calling(
+    request: pytest.FixtureRequest, scenario: str
+) -> None:
+    """A cancelled job, a stopped streaming query, a ``limit`` that ends the task after five
+    rows, an interrupted Spark Connect operation: the worker's next output batch write fails
+    and it exits, so the service sees few calls after the job ended and, at last, every
+    worker that ran the stage gone."""
+    slow = Service(latency=0.05).start()
+    try:
+        if scenario == "interrupt_busy":  # the Connect server is started with PIPELINED
+            at_end = interrupt_busy(request.getfixturevalue("connect"), slow.port)
+        else:
+            at_end = request.getfixturevalue("pipelined").run(scenario, slow.port)
+
+        def settled() -> bool:
+            seen = slow.stats()
+            return seen["hanging"] == 0 or seen["echo"] - at_end > AFTER_THE_END
+
+        wait_until(settled, "the workers that ran the stage to exit")
+        seen = slow.stats()
+        assert seen["echo"] - at_end <= AFTER_THE_END, (seen, at_end)
+        assert seen["hanging"] == 0
+    finally:
+        slow.stop()
+
+
 # --- without Spark: the task function itself -----------------------------------------------
 
 
@@ -341,11 +475,17 @@ def test_rows_are_converted_a_bounded_slice_at_a_time() -> None:
 def test_outputs_are_gathered_into_batches_of_at_most_max_rows() -> None:
     """Tuples, Rows and dicts become RecordBatches of at most max_rows, in the schema."""
     outputs = [(i, str(i)) if i % 2 else {"s": str(i), "id": i} for i in range(10)]
-    batches = list(_batches(iter(outputs), _schema(), 4))
+    batches = list(_batches(iter(outputs), _schema(), 4, linger=float("inf")))
     assert [b.num_rows for b in batches] == [4, 4, 2]
     assert pa.Table.from_batches(batches).to_pylist()[3] == {"id": 3, "s": "3"}
     with pytest.raises(ValueError, match="an output has 1 fields"):
         list(_batches(iter([(1,)]), _schema(), 4))
+
+
+def test_a_batch_goes_out_once_its_first_row_has_lingered() -> None:
+    """With ``linger`` 0 every output goes out as it comes: a batch waits for no later row."""
+    batches = list(_batches(iter([(i, str(i)) for i in range(5)]), _schema(), 4, linger=0.0))
+    assert [b.num_rows for b in batches] == [1, 1, 1, 1, 1]
 
 
 def test_a_row_with_named_fields_is_gathered_by_name() -> None:
@@ -387,5 +527,32 @@ def test_stages_must_be_callable(spark: Any) -> None:
         map_partitions(spark.range(3), list, "id long", mode="pandas")  # type: ignore[arg-type]
 
 
+def test_a_session_without_per_batch_flushes_is_warned_about_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    """The warning names the conf, comes once per process, and not when the conf is on."""
+    from reactive_streams.spark import _map_partitions
+
+    class Conf:
+        def __init__(self, value: str) -> None:
+            self.value = value
+
+        def get(self, key: str, default: str) -> str:
+            assert key == _map_partitions.FLUSH_CONF
+            return self.value
+
+    class Session:
+        def __init__(self, value: str) -> None:
+            self.conf = Conf(value)
+
+    monkeypatch.setattr(_map_partitions, "_noted", threading.Lock())
+    with caplog.at_level("WARNING", logger="reactive_streams.spark"):
+        _map_partitions._note_flush_conf(Session("true"))
+        assert not caplog.records
+        _map_partitions._note_flush_conf(Session("false"))
+        _map_partitions._note_flush_conf(Session("false"))
+    assert [r.getMessage().count(_map_partitions.FLUSH_CONF) for r in caplog.records] == [1]
+
+
 if __name__ == "__main__":
-    _child(sys.argv[1])
+    _child(sys.argv[1], json.loads(sys.argv[2]))
