@@ -112,7 +112,7 @@ def _rebuild(kind: str, message: str) -> Exception:
 
 
 def rows_of(elements: list[Any], first: int, schema: StructType) -> list[tuple[Any, ...]]:
-    """Elements as row tuples of ``schema``: tuples and lists by position, ``Row``\\ s with
+    """Elements as row tuples of ``schema``: tuples and lists by position, ``Row`` objects with
     field names and dicts by name. A wrong shape is a ``TypeError`` or ``ValueError`` that
     names the element (its sequence number and value) and the schema."""
     names = schema.fieldNames()

@@ -60,7 +60,7 @@ def to_stream(
     committed. The feed ends (cancelling the publisher) when the session stops.
 
     Args:
-        publisher: a Publisher of rows: tuples (by position), ``Row``\ s or dicts (by name).
+        publisher: a Publisher of rows: tuples (by position), ``Row`` objects or dicts (by name).
         spark_session: a classic session, or a Connect session whose server runs here.
         schema: a ``StructType`` or a DDL string (required: a stream's schema is fixed).
         max_rows_per_batch: the most rows in a micro-batch, and asked of the publisher ahead.
