@@ -80,9 +80,16 @@ def test_every_element_exactly_once_across_a_restart(spark: Any, tmp_path: Any) 
         )
 
     query = start()
-    wait_until(lambda: feed.scan().delivered >= 6 * per_batch, WAIT, "a few batches")
+
+    def inside_a_batch() -> bool:
+        return feed.scan().delivered >= 6 * per_batch and (
+            query.status["message"] == "Processing new data"
+        )
+
+    wait_until(inside_a_batch, WAIT, "a few batches, then one being processed")
     query.stop()  # most likely inside a batch: it is replayed from the feed's buffer
     assert not feed.closed  # a stopped query keeps the feed and its uncommitted rows
+    logged = {log: _batch_ids(tmp_path / "checkpoint" / log) for log in ("offsets", "commits")}
     query = start()
     assert query.awaitTermination(WAIT), "the query did not stop at the end of the stream"
     assert query.exception() is None
@@ -91,6 +98,13 @@ def test_every_element_exactly_once_across_a_restart(spark: Any, tmp_path: Any) 
     assert written.distinct().count() == total
     assert written.selectExpr("min(id)", "max(id)").first() == (0, total - 1)
     wait_until(lambda: feed.closed, 30, "the feed to end")
+    if logged["offsets"] - logged["commits"]:  # a batch was planned, not committed
+        assert feed.replays >= 1  # so it was read again (readBetweenOffsets), not lost
+
+
+def _batch_ids(folder: Any) -> set[int]:
+    """The batch ids in a checkpoint log folder (offsets/ or commits/)."""
+    return {int(p.name) for p in folder.iterdir() if p.name.isdigit()}
 
 
 def test_the_buffer_stays_bounded_while_a_slow_query_holds_the_pusher(spark: Any) -> None:
@@ -289,3 +303,25 @@ def test_spark_connect_reads_a_feed_on_this_machine(connect: Any) -> None:
     assert query.awaitTermination(WAIT), "the query did not stop at the end of the stream"
     got = connect.sql("SELECT id FROM rs_to_stream_connect").collect()
     assert sorted(r.id for r in got) == list(range(50))
+
+
+def test_spec101_an_element_beyond_demand_fails_the_stream(spark: Any) -> None:
+    """More elements than requested cancel upstream; the next read raises the §1.1 error
+    after the elements that were asked for."""
+    from reactive_streams.errors import OverflowViolation
+    from reactive_streams.testing import RecordingSubscription
+
+    feed = Feed(spark, 2)
+    subscription = RecordingSubscription()
+    feed.on_subscribe(subscription)
+    try:
+        assert feed.read(0) == ([], 0)  # asks for 2, none came yet
+        assert subscription.total == 2
+        for i in range(3):
+            feed.on_next((i,))
+        assert subscription.cancelled.is_set()
+        assert feed.read(0) == ([(0,), (1,)], 2)
+        with pytest.raises(OverflowViolation, match="§1.1"):
+            feed.read(2)
+    finally:
+        feed.close()
