@@ -3,6 +3,8 @@ a restart, a bounded buffer under a slow query, errors, the loopback connection 
 
 from __future__ import annotations
 
+import itertools
+import os
 import threading
 from collections.abc import Iterator
 from multiprocessing import AuthenticationError
@@ -224,14 +226,46 @@ def test_a_wrong_shaped_element_fails_the_query_naming_it(spark: Any, bad: Any, 
     assert "struct<id:bigint,s:string>" in text
 
 
-def test_a_closed_feed_fails_the_query_with_a_connection_error(spark: Any) -> None:
-    """Nothing listens once the feed ended: the query fails naming 127.0.0.1 and the
-    port, and does not hang."""
+@pytest.mark.parametrize("secret_kept", [False, True])
+def test_a_closed_feed_fails_the_query_with_a_connection_error(
+    spark: Any, tmp_path: Any, secret_kept: bool
+) -> None:
+    """Nothing listens once the feed ended (its secret file gone, or kept as when its
+    process died): the query fails naming 127.0.0.1 and the port, and does not hang."""
     frame, feed = feed_of(lambda: to_stream(from_iterable([(1,)]), spark, schema="id long"))
+    with open(feed.secret_file, "rb") as file:
+        secret = file.read()
     feed.close()
+    if secret_kept:
+        os.makedirs(os.path.dirname(feed.secret_file))
+        with open(feed.secret_file, "wb") as file:
+            file.write(secret)
     query, _ = collect(frame)
     text = failure_text(query)
     assert "ConnectionError" in text and f"127.0.0.1:{feed.port}" in text
+    assert ("cannot connect" in text) is secret_kept
+
+
+def test_a_connection_broken_mid_stream_fails_the_query(spark: Any) -> None:
+    """The feed going away while a query reads an endless publisher fails the query with a
+    ConnectionError (no hang); the publisher is cancelled."""
+    cancelled = threading.Event()
+
+    def endless() -> Iterator[tuple[int]]:
+        try:
+            yield from ((i,) for i in itertools.count())
+        finally:
+            cancelled.set()
+
+    frame, feed = feed_of(
+        lambda: to_stream(from_iterable(endless()), spark, schema="id long", max_rows_per_batch=100)
+    )
+    query, _ = collect(frame)
+    wait_until(lambda: feed.scan().delivered >= 300, WAIT, "a few batches")
+    feed.close()
+    text = failure_text(query)
+    assert "ConnectionError" in text and f"127.0.0.1:{feed.port}" in text
+    assert cancelled.wait(WAIT)
 
 
 def test_a_wrong_secret_fails_the_query_with_an_authentication_error(spark: Any) -> None:
@@ -248,7 +282,6 @@ def test_a_wrong_secret_fails_the_query_with_an_authentication_error(spark: Any)
 def test_the_listener_binds_loopback_and_refuses_a_wrong_secret(spark: Any) -> None:
     """The feed listens on 127.0.0.1 only; a client with the right secret is served, one
     with a wrong secret is refused, and the secret file is private (0600)."""
-    import os
     import stat
 
     frame, feed = feed_of(lambda: to_stream(from_iterable([(1,)]), spark, schema="id long"))
