@@ -9,6 +9,7 @@ the publisher completed and Spark asked past the last element.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import secrets
@@ -52,6 +53,13 @@ def live_feeds() -> list[Feed]:
     """The feeds not yet ended, oldest first (for diagnostics and tests)."""
     with _LIVE_LOCK:
         return list(_LIVE.values())
+
+
+@atexit.register
+def _close_all() -> None:
+    """At exit, delete every feed's secret (daemon threads never see the session stop)."""
+    for feed in live_feeds():
+        shutil.rmtree(feed.secret_dir, ignore_errors=True)
 
 
 class _Refused(Exception):
@@ -312,6 +320,10 @@ class Feed:
             socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
         except OSError:
             pass
+
+    @property
+    def secret_dir(self) -> str:
+        return self._dir
 
     @property
     def address(self) -> tuple[str, int]:
