@@ -19,7 +19,7 @@ from typing import Any
 
 from benchmarks._harness import Result
 
-_SUITES = ("core", "async", "rx", "spark", "map_partitions")
+_SUITES = ("core", "async", "rx", "spark", "map_partitions", "to_stream")
 
 
 def _run_suite(name: str, quick: bool) -> list[Result]:
@@ -143,9 +143,7 @@ def _markdown(results: list[Result], payload: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument(
-        "--only", default=",".join(_SUITES), help="suites: core,async,rx,spark,map_partitions"
-    )
+    parser.add_argument("--only", default=",".join(_SUITES), help="suites: " + ",".join(_SUITES))
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--write-docs", action="store_true", help="write docs/ figures")
     parser.add_argument(
