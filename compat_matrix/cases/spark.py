@@ -1,5 +1,6 @@
-"""TCK cases for ``spark``: ``from_dataframe`` in rows and arrow mode, and the subscriber
-inside ``to_dataframe`` / ``write_parquet`` / ``write_table`` (``BatchSubscriber``).
+"""TCK cases for ``spark``: ``from_dataframe`` in rows and arrow mode, the subscriber
+inside ``to_dataframe`` / ``write_parquet`` / ``write_table`` (``BatchSubscriber``), and the
+one inside ``to_stream`` (``Feed``), driven by calls standing for Spark's reader.
 
 The publishers read small DataFrames of an embedded ``local[2]`` session (created on first
 use, shared by every case); each test runs a Spark job or two, so the TCK timeouts are raised
@@ -28,6 +29,7 @@ try:
     from pyspark.sql import DataFrame
 
     from reactive_streams.spark import BatchSubscriber, from_dataframe
+    from reactive_streams.spark._feed import Feed
     from reactive_streams.spark.local import java_problem, local_session
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(f"pyspark/pyarrow not installed: {exc}") from exc
@@ -152,11 +154,143 @@ class BatchSubscriberBlackboxVerification(SubscriberBlackboxVerification[dict[st
         return {"i": i}
 
 
+class _ReaderPuppet:
+    """Plays Spark's reader over a ``Feed(max_rows=1)``: ``read(position)`` tops the feed's
+    demand up to ``position + 1``, so each unit of ``trigger_request`` is one read at the
+    position where nothing is in flight (one ``request(1)``, each after the previous element
+    arrived). While an element is in flight the puppet reads the same position again (each
+    read waits up to 0.1 s, as ``latestOffset`` polls); rows read are committed and the
+    position moves to their end, as a micro-batch would. ``signal_cancel`` closes the feed.
+
+    Reads run on the puppet's own thread (started at the first ``trigger_request``), which
+    owns the position; ``trigger_request`` / ``stop`` may come from any thread.
+    """
+
+    def __init__(self, feed: Feed) -> None:
+        self._feed = feed
+        self._cond = threading.Condition(threading.Lock())
+        self._owed = 0  # units of demand not yet read for; under _cond
+        self._stopped = False  # one-way; under _cond
+        self._thread: threading.Thread | None = None  # under _cond
+
+    def trigger_request(self, n: int) -> None:
+        with self._cond:
+            if self._stopped:
+                return  # Spark's reader is gone once the feed was closed
+            self._owed += n  # under _cond
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="rs-tck-feed-reader", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify_all()
+
+    def signal_cancel(self) -> None:
+        self.stop()
+        self._feed.close()
+
+    @property
+    def reading(self) -> bool:
+        """Whether the reader thread is still alive."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    def stop(self) -> None:
+        """End the reader thread (a read in progress returns within 0.1 s) and wait for it."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(_ENV.default_timeout)
+
+    def _run(self) -> None:
+        position = 0  # the next offset to read; owned: this thread
+        asked = 0  # offsets asked of the feed by this reader's reads; owned: this thread
+        while True:
+            with self._cond:
+                if position == asked:  # nothing in flight: wait for a unit of demand
+                    self._cond.wait_for(lambda: self._stopped or self._owed > 0)
+                    if not self._stopped:
+                        self._owed -= 1  # under _cond; this read asks the feed for one
+                        asked += 1
+                if self._stopped:
+                    return
+            try:
+                rows, end = self._feed.read(position)
+            except Exception:
+                return  # the publisher's error: Spark's query would fail with it
+            if rows:
+                self._feed.commit(end)  # the micro-batch ran
+                position = end
+            else:
+                state = self._feed.scan()
+                if state.terminated or state.cancelled:
+                    return  # nothing left, nothing to come: Spark's query stops
+
+
+class _ClosesFeeds:
+    """Closes every feed (and stops every reader puppet) a test created, when it ends."""
+
+    def _keep(self, feed: Feed, puppet: _ReaderPuppet | None = None) -> Feed:
+        self.__dict__.setdefault("_feeds", []).append(feed)
+        if puppet is not None:
+            self.__dict__.setdefault("_puppets", []).append(puppet)
+        return feed
+
+    def teardown_method(self, method: object) -> None:
+        for puppet in self.__dict__.pop("_puppets", []):
+            puppet.stop()
+        for feed in self.__dict__.pop("_feeds", []):
+            feed.close()
+
+
+class FeedWhiteboxVerification(_ClosesFeeds, SubscriberWhiteboxVerification[tuple[int]]):
+    """The subscriber inside ``to_stream`` with ``max_rows=1``, its demand made by reads
+    standing for Spark's (see ``_ReaderPuppet``); cancel is ``close()``."""
+
+    def env(self) -> TestEnvironment:
+        return _ENV
+
+    def create_subscriber(
+        self, probe: WhiteboxSubscriberProbe[tuple[int]]
+    ) -> Subscriber[tuple[int]]:
+        feed = Feed(_spark(), 1)
+        puppet = _ReaderPuppet(feed)
+        self._keep(feed, puppet)
+        return ProbedSubscriber(feed, probe, lambda _: puppet)
+
+    def create_element(self, i: int) -> tuple[int]:
+        return (i,)
+
+
+class FeedBlackboxVerification(_ClosesFeeds, SubscriberBlackboxVerification[tuple[int]]):
+    """The subscriber inside ``to_stream`` (``max_rows=16``) as a publisher sees it:
+    ``trigger_request`` is one read where Spark would read next (the highest end served),
+    on the test thread (it waits up to 0.1 s for a first element, which none sends)."""
+
+    def env(self) -> TestEnvironment:
+        return _ENV
+
+    def create_subscriber(self) -> Subscriber[tuple[int]]:
+        return self._keep(Feed(_spark(), 16))
+
+    def trigger_request(self, subscriber: Subscriber[tuple[int]]) -> None:
+        assert isinstance(subscriber, Feed)
+        delivered = subscriber.scan().delivered
+        subscriber.read(delivered or 0)
+
+    def create_element(self, i: int) -> tuple[int]:
+        return (i,)
+
+
 CASES = [
     ("from_dataframe(rows)", FromDataFrameRowsVerification),
     ("from_dataframe(arrow)", FromDataFrameArrowVerification),
     ("spark sink BatchSubscriber (whitebox)", BatchSubscriberWhiteboxVerification),
     ("spark sink BatchSubscriber (blackbox)", BatchSubscriberBlackboxVerification),
+    ("spark to_stream Feed (whitebox)", FeedWhiteboxVerification),
+    ("spark to_stream Feed (blackbox)", FeedBlackboxVerification),
 ]
 
 
