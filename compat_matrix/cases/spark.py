@@ -192,7 +192,7 @@ class _ReaderPuppet:
     @property
     def reading(self) -> bool:
         """Whether the reader thread is still alive."""
-        thread = self._thread
+        thread = self._thread  # no lock: set once, under _cond
         return thread is not None and thread.is_alive()
 
     def stop(self) -> None:
