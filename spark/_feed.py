@@ -1,8 +1,9 @@
 """The user-process side of ``to_stream``: a Subscriber that buffers a Publisher's elements
 by sequence number and serves them to Spark's readers over a loopback connection.
 
-One thread accepts connections on 127.0.0.1 (HMAC-authenticated by
-``multiprocessing.connection``); each connection is served on a thread of its own; a
+One thread accepts connections on 127.0.0.1 and does no I/O on them; each connection is
+served on a thread of its own, after the handshake of ``_stream_source`` (HMAC with the
+feed's secret, ``HANDSHAKE_TIMEOUT`` a step: a silent peer holds up only its own thread); a
 watcher thread ends the feed when its session stops, and stops the queries reading it once
 the publisher completed and Spark asked past the last element.
 """
@@ -10,6 +11,7 @@ the publisher completed and Spark asked past the last element.
 from __future__ import annotations
 
 import atexit
+import hmac
 import logging
 import os
 import secrets
@@ -38,6 +40,14 @@ from reactive_streams._upstream import Upstream
 from reactive_streams.api import Subscription
 from reactive_streams.errors import OverflowViolation
 from reactive_streams.spark._partitions import session_stopped
+from reactive_streams.spark._stream_source import (
+    HANDSHAKE_TIMEOUT,
+    HELLO,
+    NONCE,
+    REFUSED,
+    proof,
+    recv_step,
+)
 
 __all__ = ["Feed", "live_feeds"]
 
@@ -104,7 +114,9 @@ class Feed:
         fd = os.open(self.secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as file:
             file.write(secret)
-        self._listener = Listener(("127.0.0.1", 0), authkey=secret)
+        self._secret = secret
+        self.handshake_timeout = HANDSHAKE_TIMEOUT  # seconds a step may take (tests change it)
+        self._listener = Listener(("127.0.0.1", 0))  # no authkey: accept() does no I/O
         self.port: int = self._listener.address[1]
         with _LIVE_LOCK:
             _LIVE[self.id] = self  # under _LIVE_LOCK
@@ -240,11 +252,14 @@ class Feed:
     def _accept(self) -> None:
         while not self._closed:
             try:
-                conn = self._listener.accept()
-            except Exception as exc:  # a wrong secret, or the wake-up connection of close()
+                conn = self._listener.accept()  # no handshake here: on the serving thread
+            except OSError as exc:
                 if not self._closed:
-                    _LOG.warning("to_stream: refused a connection to port %s: %s", self.port, exc)
+                    _LOG.warning("to_stream: accepting on port %s failed: %s", self.port, exc)
                 continue
+            if self.closed:  # the wake-up connection of close() (a property: mypy narrows)
+                conn.close()
+                break
             threading.Thread(
                 target=self._serve, args=(conn,), name="rs-to-stream-serve", daemon=True
             ).start()
@@ -257,6 +272,8 @@ class Feed:
             "commit": self.commit,
         }
         try:
+            if not self._authenticated(conn):
+                return
             while not self._closed:
                 if not conn.poll(_POLL):
                     continue
@@ -272,6 +289,30 @@ class Feed:
             pass  # the reader's process closed the connection (its query stopped)
         finally:
             conn.close()
+
+    def _authenticated(self, conn: Connection) -> bool:
+        """The feed's side of the handshake (``_stream_source``), on the connection's thread:
+        raw bytes only, nothing is unpickled before the peer proved the secret. A peer that
+        fails or takes longer than ``handshake_timeout`` a step is logged at debug (the
+        caller closes it)."""
+        ours = secrets.token_bytes(NONCE)
+        try:
+            conn.send_bytes(HELLO + ours)
+            answer = recv_step(conn, self.handshake_timeout, 2 * NONCE)
+            theirs = answer[NONCE:]
+            if len(theirs) == NONCE and hmac.compare_digest(
+                answer[:NONCE], proof(self._secret, b"reader", ours)
+            ):
+                conn.send_bytes(proof(self._secret, b"feed", ours, theirs))
+                return True
+            conn.send_bytes(REFUSED)
+            why = "a wrong proof of the secret"
+        except (OSError, EOFError) as exc:  # TimeoutError is an OSError
+            why = f"{type(exc).__name__}: {exc}"
+        _LOG.debug(
+            "to_stream: closing an unauthenticated connection to port %s (%s)", self.port, why
+        )
+        return False
 
     def _watch(self) -> None:
         while not self._closed:

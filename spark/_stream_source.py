@@ -6,24 +6,62 @@ Python worker. Either one reaches the feed in the user's process with :class:`Fe
 over a loopback connection authenticated by the secret in the file the options name. Every
 call waits at most ``_TIMEOUT`` seconds for its answer; a closed or refused connection, or a
 wrong secret, is a ``ConnectionError`` naming 127.0.0.1 and the port (the query fails).
+
+The handshake (both sides; raw bytes only, nothing is unpickled before it succeeds): the feed
+sends ``HELLO`` + a nonce; the reader answers ``proof(secret, b"reader", feed's nonce)`` + a
+nonce of its own; the feed checks it (``hmac.compare_digest``) and answers
+``proof(secret, b"feed", both nonces)``, or ``REFUSED`` and closes. The reader checks that
+proof too, so a process that took the port after the feed ended cannot serve it rows.
 """
 
 from __future__ import annotations
 
 import builtins
+import hashlib
+import hmac
+import secrets
 from collections.abc import Iterator, Mapping
-from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection
 from typing import Any, Final, final
 
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.types import Row, StructType
 
-__all__ = ["SOURCE_NAME", "FeedClient", "PublisherDataSource", "rows_of"]
+__all__ = [
+    "HANDSHAKE_TIMEOUT",
+    "HELLO",
+    "NONCE",
+    "REFUSED",
+    "SOURCE_NAME",
+    "FeedClient",
+    "PublisherDataSource",
+    "proof",
+    "recv_step",
+    "rows_of",
+]
 
 SOURCE_NAME: Final = "reactive_streams_publisher"
 _TIMEOUT: Final = 120.0  # seconds a call waits for the feed's answer
 _SHOWN: Final = 200  # characters of an element shown in an error
+HANDSHAKE_TIMEOUT: Final = 10.0  # seconds either side waits for each step of the other's
+HELLO: Final = b"rs-to-stream/1 "  # the feed's first message: this, then its nonce
+NONCE: Final = 32  # bytes of a nonce; a proof is 32 bytes too (SHA-256)
+REFUSED: Final = b"refused"  # the feed's answer to a wrong proof, before it closes
+
+
+def proof(secret: bytes, role: bytes, *nonces: bytes) -> bytes:
+    """HMAC-SHA256 over ``role`` and ``nonces``: the role keeps a proof from being replayed
+    the other way."""
+    return hmac.new(secret, role + b"".join(nonces), hashlib.sha256).digest()
+
+
+def recv_step(conn: Connection, timeout: float, most: int) -> bytes:
+    """One handshake message, raw bytes (never unpickled): ``TimeoutError`` when none comes
+    in ``timeout`` seconds, ``OSError`` when it is longer than ``most``, ``EOFError`` when the
+    peer closed."""
+    if not conn.poll(timeout):
+        raise TimeoutError(f"no answer in {timeout} s")
+    return conn.recv_bytes(most)
 
 
 @final
@@ -55,17 +93,45 @@ class FeedClient:
                 f"({exc}); the feed ended (its session stopped, or the stream finished)"
             ) from exc
         try:
-            return Client(self._address, authkey=secret)
-        except AuthenticationError as exc:
-            raise ConnectionError(
-                f"{self._where()} refused the connection: authentication failed ({exc}); "
-                f"the secret in {self._secret_file} is not this feed's"
-            ) from exc
+            conn = Client(self._address)  # no authkey: our handshake below, on raw bytes
         except OSError as exc:
             raise ConnectionError(
                 f"cannot connect to {self._where()} ({exc}): the feed ended, or its "
                 "process is gone (executors on other machines cannot reach it)"
             ) from exc
+        try:
+            self._handshake(conn, secret)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _handshake(self, conn: Connection, secret: bytes) -> None:
+        """Prove the secret to the feed and check the feed's proof (module docstring)."""
+        refused = f"{self._where()} refused the connection: authentication failed"
+        ours = secrets.token_bytes(NONCE)
+        try:
+            hello = recv_step(conn, HANDSHAKE_TIMEOUT, len(HELLO) + NONCE)
+            theirs = hello[len(HELLO) :]
+            if len(theirs) == NONCE and hello.startswith(HELLO):
+                conn.send_bytes(proof(secret, b"reader", theirs) + ours)
+                answer = recv_step(conn, HANDSHAKE_TIMEOUT, NONCE)
+            else:
+                answer = b""  # not our handshake: refused below
+        except (OSError, EOFError) as exc:  # TimeoutError is an OSError
+            raise ConnectionError(
+                f"{refused} ({type(exc).__name__}: {exc}); the feed ended, or it is busy"
+            ) from exc
+        if answer == REFUSED:
+            raise ConnectionError(
+                f"{refused} (the feed refused our proof); the secret in {self._secret_file} "
+                "is not this feed's"
+            )
+        if not answer or not hmac.compare_digest(answer, proof(secret, b"feed", theirs, ours)):
+            raise ConnectionError(
+                f"{refused} (the peer does not know the secret in {self._secret_file}): "
+                "another process listens on the port the feed had"
+            )
 
     def call(self, *request: Any) -> Any:
         """Send ``request``; return the answer's payload, or raise the error it carries."""

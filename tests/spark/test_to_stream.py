@@ -4,11 +4,12 @@ a restart, a bounded buffer under a slow query, errors, the loopback connection 
 from __future__ import annotations
 
 import itertools
+import logging
 import os
+import socket
 import threading
 from collections.abc import Iterator
-from multiprocessing import AuthenticationError
-from multiprocessing.connection import Client
+from multiprocessing.connection import Client, Listener
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from spark_helpers import wait_until  # noqa: E402
 from reactive_streams.adapters.iterables import from_iterable  # noqa: E402
 from reactive_streams.spark import to_stream  # noqa: E402
 from reactive_streams.spark._feed import Feed, live_feeds  # noqa: E402
+from reactive_streams.spark._stream_source import HELLO, NONCE, FeedClient  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -279,7 +281,7 @@ def test_a_wrong_secret_fails_the_query_with_an_authentication_error(spark: Any)
     feed.close()
 
 
-def test_the_listener_binds_loopback_and_refuses_a_wrong_secret(spark: Any) -> None:
+def test_the_listener_binds_loopback_and_refuses_a_wrong_secret(spark: Any, tmp_path: Any) -> None:
     """The feed listens on 127.0.0.1 only; a client with the right secret is served, one
     with a wrong secret is refused, and the secret file is private (0600)."""
     import stat
@@ -292,17 +294,130 @@ def test_the_listener_binds_loopback_and_refuses_a_wrong_secret(spark: Any) -> N
     with open(feed.secret_file, "rb") as file:
         secret = file.read()
     assert secret not in str(feed.options).encode()
-    with pytest.raises(AuthenticationError):
-        Client(("127.0.0.1", feed.port), authkey=b"wrong")
-    conn = Client(("127.0.0.1", feed.port), authkey=secret)
-    conn.send(("read", feed.id, 0))
-    assert conn.recv() == ("ok", ([(1,)], 1))
-    conn.close()
+    with pytest.raises(ConnectionError, match="authentication failed.*refused our proof"):
+        FeedClient(_with_secret(feed, b"wrong", tmp_path)).call("read", 0)
+    client = FeedClient(feed.options)
+    assert client.call("read", 0) == ([(1,)], 1)
+    client.close()
     for host in _other_addresses():
         with pytest.raises(OSError):
-            Client((host, feed.port), authkey=secret)
+            socket.create_connection((host, feed.port), timeout=10).close()
     feed.close()
     wait_until(lambda: not _accepts(feed.port), 10, "the listener to close")
+
+
+def _with_secret(feed: Feed, secret: bytes, folder: Any) -> dict[str, str]:
+    """``feed``'s options with a secret file of our own holding ``secret``."""
+    path = folder / "other-secret"
+    path.write_bytes(secret)
+    return {**feed.options, "secret_file": str(path)}
+
+
+class _Unpickled:
+    """Makes the folder ``path`` when unpickled: proof that a peer's pickle was loaded."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return os.mkdir, (self.path,)
+
+
+def _feed_of_one(spark: Any) -> Feed:
+    feed = Feed(spark, 10)
+    from_iterable([(1,)]).subscribe(feed)
+    return feed
+
+
+def test_a_silent_peer_does_not_hold_up_a_reader(spark: Any) -> None:
+    """A local process that connects and never answers the handshake holds up only its own
+    connection: a reader that connects after it is served while it still hangs."""
+    feed = _feed_of_one(spark)
+    feed.handshake_timeout = 3 * WAIT  # the silent peer outlives the test's wait
+    silent = socket.create_connection(("127.0.0.1", feed.port), timeout=WAIT)
+    served, got = threading.Event(), []
+
+    def read() -> None:
+        got.append(FeedClient(feed.options).call("read", 0))
+        served.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert served.wait(WAIT), "the reader was not served while a silent peer connected"
+        assert got == [([(1,)], 1)]
+    finally:
+        silent.close()
+        feed.close()
+
+
+def test_a_peer_silent_past_the_timeout_is_closed_and_logged(
+    spark: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The feed closes a connection whose peer does not answer its challenge within the
+    handshake timeout, and logs it at debug."""
+    feed = _feed_of_one(spark)
+    feed.handshake_timeout = 0.2
+    caplog.set_level(logging.DEBUG, logger="reactive_streams.spark")
+    try:
+        with socket.create_connection(("127.0.0.1", feed.port), timeout=WAIT) as silent:
+            while silent.recv(4096):  # the challenge, then the end once the feed gave up
+                pass
+        assert any("unauthenticated" in r.getMessage() for r in caplog.records)
+    finally:
+        feed.close()
+
+
+def test_a_peer_sending_a_pickle_first_is_closed_without_loading_it(
+    spark: Any, tmp_path: Any
+) -> None:
+    """Nothing an unauthenticated peer sends is unpickled: a pickle in place of the proof
+    is refused, the connection closed, and the object never built."""
+    feed = _feed_of_one(spark)
+    marker = tmp_path / "unpickled"
+    conn = Client(("127.0.0.1", feed.port))  # no authkey: a raw connection
+    try:
+        conn.send(_Unpickled(str(marker)))
+        conn.send(("read", feed.id, 0))
+        assert conn.recv_bytes().startswith(HELLO)
+        with pytest.raises((EOFError, OSError)):
+            while conn.poll(WAIT):
+                assert conn.recv_bytes() == b"refused"
+            raise AssertionError("the feed did not close the connection")
+        assert not marker.exists()
+    finally:
+        conn.close()
+        feed.close()
+
+
+def test_a_reader_refuses_a_peer_that_does_not_know_the_secret(tmp_path: Any) -> None:
+    """A process listening on the feed's port without its secret (the feed ended) cannot
+    serve rows: the reader refuses its proof with a ConnectionError and unpickles nothing."""
+    marker = tmp_path / "unpickled"
+    secret_file = tmp_path / "secret"
+    secret_file.write_bytes(os.urandom(32))
+    listener = Listener(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def impostor() -> None:
+        with listener.accept() as conn:
+            conn.send_bytes(HELLO + os.urandom(NONCE))
+            conn.recv_bytes()  # the reader's proof: an impostor cannot check it
+            conn.send_bytes(os.urandom(NONCE))  # not a proof of the secret
+            conn.send(("ok", _Unpickled(str(marker))))  # rows it would serve
+            conn.poll(WAIT)  # until the reader hangs up
+        done.set()
+
+    threading.Thread(target=impostor, daemon=True).start()
+    options = {"feed": "f", "port": str(listener.address[1]), "secret_file": str(secret_file)}
+    client = FeedClient(options)
+    try:
+        with pytest.raises(ConnectionError, match="authentication failed.*does not know"):
+            client.call("read", 0)
+        assert done.wait(WAIT)
+        assert not marker.exists()
+    finally:
+        client.close()
+        listener.close()
 
 
 def _other_addresses() -> list[str]:
