@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import tempfile
 import time
 from typing import Any
@@ -70,8 +71,8 @@ def run(rows: int = 1_000_000, batch: int = 100_000, repeats: int = 2) -> list[d
     from reactive_streams.spark.local import local_session
 
     spark = local_session("local[2]", app_name="rs-to-stream-bench")
+    folder = tempfile.mkdtemp(prefix="rs-to-stream-bench-")
     try:
-        folder = tempfile.mkdtemp(prefix="rs-to-stream-bench-")
         files = max(1, rows // batch)
         data = spark.range(0, rows, 1, files).selectExpr("id", "CAST(id AS DOUBLE) AS v")
         data.write.mode("overwrite").parquet(folder)
@@ -83,6 +84,7 @@ def run(rows: int = 1_000_000, batch: int = 100_000, repeats: int = 2) -> list[d
             files_rate = max(files_rate, _files(spark, folder, rows, batch))
     finally:
         spark.stop()
+        shutil.rmtree(folder, ignore_errors=True)
     return [
         _result(
             f"spark to_stream(from_iterable) -> noop sink vs readStream over parquet files "
