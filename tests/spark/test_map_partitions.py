@@ -201,34 +201,36 @@ def _busy_over(df: Any, port: int) -> Any:
 def cancel_busy(session: Any, port: int) -> Any:
     """The busy job, cancelled by its job group; the calls the service saw when it ended."""
     sc = session.sparkContext
-    out = busy(session, port)
 
     def run() -> None:
         sc.setJobGroup("rs-map-partitions-busy", "cancel test", interruptOnCancel=True)
-        with contextlib.suppress(Exception):
-            out.count()
+        busy(session, port).count()
 
-    thread = threading.Thread(target=run)
-    thread.start()
-    wait_until(lambda: stats(port)["echo"] >= 50, "the stage to call the service")
-    sc.cancelJobGroup("rs-map-partitions-busy")
-    thread.join(TIMEOUT)
-    return stats(port)["echo"]
+    return _cut_short(port, run, lambda: sc.cancelJobGroup("rs-map-partitions-busy"))
 
 
 def interrupt_busy(session: Any, port: int) -> Any:
     """The busy job on Spark Connect, interrupted by its tag; the calls when it ended."""
-    out = busy(session, port)
 
     def run() -> None:
         session.addTag("rs-map-partitions-busy")
+        busy(session, port).count()
+
+    return _cut_short(port, run, lambda: session.interruptTag("rs-map-partitions-busy"))
+
+
+def _cut_short(port: int, job: Callable[[], None], cut: Callable[[], Any]) -> int:
+    """Runs ``job`` on a thread, ``cut()`` once the stage called the service, waits for the
+    job to end (with Spark's error), and returns the calls the service saw by then."""
+
+    def run() -> None:
         with contextlib.suppress(Exception):
-            out.count()
+            job()
 
     thread = threading.Thread(target=run)
     thread.start()
     wait_until(lambda: stats(port)["echo"] >= 50, "the stage to call the service")
-    session.interruptTag("rs-map-partitions-busy")
+    cut()
     thread.join(TIMEOUT)
     return stats(port)["echo"]
 
