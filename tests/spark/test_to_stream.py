@@ -473,3 +473,50 @@ def test_spec101_an_element_beyond_demand_fails_the_stream(spark: Any) -> None:
             feed.read(2)
     finally:
         feed.close()
+
+
+_SESSION_STOPS = """
+import itertools, json, os, threading, time
+from reactive_streams.adapters.iterables import from_iterable
+from reactive_streams.spark import to_stream
+from reactive_streams.spark._feed import live_feeds
+from reactive_streams.spark.local import local_session
+
+closed = threading.Event()
+
+def endless():
+    try:
+        yield from ((i,) for i in itertools.count())
+    finally:
+        closed.set()
+
+spark = local_session("local[1]", app_name="rs-to-stream-session-stops")
+frame = to_stream(from_iterable(endless()), spark, schema="id long", max_rows_per_batch=100)
+(feed,) = live_feeds()
+query = frame.writeStream.format("noop").start()
+deadline = time.monotonic() + 120
+while (feed.scan().delivered or 0) < 300:  # a few batches read (a condition, polled)
+    assert time.monotonic() < deadline and query.exception() is None, query.exception()
+    time.sleep(0.05)
+secret_dir = os.path.dirname(feed.secret_file)
+spark.stop()
+cancelled = closed.wait(60)
+print(json.dumps({"cancelled": cancelled, "closed": feed.closed,
+                  "secret_kept": os.path.exists(secret_dir)}))
+"""
+
+
+def test_stopping_the_session_ends_the_feed_and_cancels_the_publisher() -> None:
+    """In a process of its own (the suite's session is shared): ``spark.stop()`` while a query
+    reads an endless publisher ends the feed: the publisher is cancelled (its generator
+    closed, §3.13), the feed closed, its secret deleted."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _SESSION_STOPS], capture_output=True, text=True, timeout=600
+    )
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    assert out.returncode == 0 and lines, out.stderr[-3000:]
+    assert json.loads(lines[-1]) == {"cancelled": True, "closed": True, "secret_kept": False}
