@@ -31,15 +31,14 @@ from reactive_streams._scan import Scan
 from reactive_streams._subscription import (
     CANCELLED,
     cancel_quietly,
-    report_dropped,
     require_element,
-    require_error,
     require_subscription,
 )
 from reactive_streams._upstream import Upstream
 from reactive_streams.api import Subscription
 from reactive_streams.errors import OverflowViolation
 from reactive_streams.spark._partitions import session_stopped
+from reactive_streams.spark._sinks import TerminalSignals
 from reactive_streams.spark._stream_source import (
     HANDSHAKE_TIMEOUT,
     HELLO,
@@ -77,7 +76,7 @@ class _Refused(Exception):
 
 
 @final
-class Feed:
+class Feed(TerminalSignals):
     """Buffers a Publisher by sequence number for Spark's readers; see the module docstring.
 
     Demand: ``read(start)`` tops the publisher's demand up to ``start + max_rows`` and never
@@ -150,33 +149,6 @@ class Feed:
                     self._cond.notify_all()
         if overflow:
             self._fail(OverflowViolation("§1.1: an element arrived that was not requested"))
-
-    def on_error(self, error: Exception) -> None:
-        require_error(error)  # §2.13
-        with self._cond:
-            late = self._done
-            if not late:
-                self._error, self._done = error, True
-                self._cond.notify_all()
-        self._upstream.take()  # §2.4: dropped, never called again
-        if late:
-            report_dropped(error, rule="1.7", where="on_error after cancel or a terminal signal")
-
-    def on_complete(self) -> None:
-        with self._cond:
-            self._done = True
-            self._cond.notify_all()
-        self._upstream.take()  # §2.4
-
-    def _fail(self, error: Exception) -> None:
-        upstream = self._upstream.take()
-        with self._cond:
-            if self._done:
-                return
-            self._error, self._done, self._cancelled = error, True, True
-            self._cond.notify_all()
-        if upstream is not None and upstream is not CANCELLED:
-            cancel_quietly(upstream)  # §3.15
 
     # -- serving Spark (a connection's thread) ------------------------------------------------
 

@@ -66,8 +66,58 @@ def refuse_on_loop(name: str) -> None:
     raise RuntimeError(_NOT_ON_LOOP.format(name=name))
 
 
+class TerminalSignals:
+    """``on_error``, ``on_complete`` and ``_fail`` for a buffering sink whose shared state is
+    guarded by ``_cond`` (``BatchSubscriber``, to_stream's ``Feed``): the first terminal
+    signal wins (§1.7), the subscription is dropped (§2.4), a late ``on_error`` is reported,
+    never raised; a ``None`` error fails the sink and cancels upstream before raising (§2.13).
+    """
+
+    _cond: threading.Condition
+    _done: bool  # a terminal signal came, or we failed; under _cond
+    _error: Exception | None  # under _cond
+    _cancelled: bool  # we cancelled upstream; under _cond
+    _upstream: Upstream
+
+    def on_error(self, error: Exception) -> None:
+        try:
+            require_error(error)
+        except TypeError as exc:  # §2.13: the publisher must stop signalling now, so the
+            self._fail(exc)  # sink fails with it (and cancels) rather than wait for ever
+            raise
+        with self._cond:
+            late = self._done
+            if not late:
+                self._error = error
+                self._done = True
+                self._cond.notify_all()
+        self._upstream.take()  # §2.4: dropped, never called again
+        if late:
+            report_dropped(error, rule="1.7", where="on_error after cancel or a terminal signal")
+
+    def on_complete(self) -> None:
+        with self._cond:
+            if self._done:
+                return
+            self._done = True
+            self._cond.notify_all()
+        self._upstream.take()  # §2.4: dropped, never called again
+
+    def _fail(self, error: Exception) -> None:
+        upstream = self._upstream.take()
+        with self._cond:
+            if self._done:
+                return
+            self._error = error
+            self._cancelled = True  # under _cond: it cancels upstream below
+            self._done = True
+            self._cond.notify_all()
+        if upstream is not None and upstream is not CANCELLED:
+            cancel_quietly(upstream)  # §3.15
+
+
 @final
-class BatchSubscriber(Generic[T]):
+class BatchSubscriber(TerminalSignals, Generic[T]):
     """Gathers elements into batches of ``batch_size`` for one consumer thread.
 
     Demand is asked in whole batches: one at ``on_subscribe``, then one each time the consumer
@@ -141,30 +191,6 @@ class BatchSubscriber(Generic[T]):
                     self._cond.notify_all()
         if overflow:
             self._fail(OverflowViolation("§1.1: an element arrived that was not requested"))
-
-    def on_error(self, error: Exception) -> None:
-        try:
-            require_error(error)
-        except TypeError as exc:  # §2.13: the publisher must stop signalling now, so the
-            self._fail(exc)  # sink fails with it (and cancels) rather than wait for ever
-            raise
-        with self._cond:
-            late = self._done
-            if not late:
-                self._error = error
-                self._done = True
-                self._cond.notify_all()
-        self._upstream.take()  # §2.4: dropped, never called again
-        if late:
-            report_dropped(error, rule="1.7", where="on_error after cancel or a terminal signal")
-
-    def on_complete(self) -> None:
-        with self._cond:
-            if self._done:
-                return
-            self._done = True
-            self._cond.notify_all()
-        self._upstream.take()  # §2.4: dropped, never called again
 
     # -- consumer ------------------------------------------------------------------------------
 
@@ -253,18 +279,6 @@ class BatchSubscriber(Generic[T]):
             subscribed=upstream.subscription is not None,
             upstream=upstream.linked,
         )
-
-    def _fail(self, error: Exception) -> None:
-        upstream = self._upstream.take()
-        with self._cond:
-            if self._done:
-                return
-            self._error = error
-            self._cancelled = True  # under _cond: it cancels upstream below
-            self._done = True
-            self._cond.notify_all()
-        if upstream is not None and upstream is not CANCELLED:
-            cancel_quietly(upstream)  # §3.15
 
 
 def _batcher(

@@ -520,3 +520,28 @@ def test_stopping_the_session_ends_the_feed_and_cancels_the_publisher() -> None:
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     assert out.returncode == 0 and lines, out.stderr[-3000:]
     assert json.loads(lines[-1]) == {"cancelled": True, "closed": True, "secret_kept": False}
+
+
+def test_spec213_a_none_error_fails_the_feed_and_cancels_upstream(spark: Any) -> None:
+    """``on_error(None)`` raises ``TypeError`` (§2.13) and, as the publisher must stop
+    signalling then, the feed fails with it and cancels its subscription."""
+
+    class Subscription:
+        cancelled = threading.Event()
+
+        def request(self, n: int) -> None:
+            pass
+
+        def cancel(self) -> None:
+            self.cancelled.set()
+
+    feed = Feed(spark, 10)
+    try:
+        subscription = Subscription()
+        feed.on_subscribe(subscription)
+        with pytest.raises(TypeError):
+            feed.on_error(None)  # type: ignore[arg-type]
+        assert subscription.cancelled.is_set()
+        assert feed.scan().cancelled
+    finally:
+        feed.close()
