@@ -134,11 +134,7 @@ class Feed(TerminalSignals):
         self._upstream.set_once(subscription)  # §2.5: a second one is cancelled
 
     def on_next(self, element: Any) -> None:
-        try:
-            require_element(element)  # §2.13
-        except TypeError as exc:
-            self._fail(exc)
-            raise
+        self._require(require_element, element)  # §2.13
         with self._cond:
             if self._done:
                 return  # §2.8: after cancel or a failure of ours

@@ -79,12 +79,18 @@ class TerminalSignals:
     _cancelled: bool  # we cancelled upstream; under _cond
     _upstream: Upstream
 
-    def on_error(self, error: Exception) -> None:
+    def _require(self, check: Callable[[Any], object], value: object) -> None:
+        """``check(value)``; a ``TypeError`` (§2.13) fails the sink and cancels upstream
+        before it is raised: the publisher must stop signalling now, so the sink does not
+        wait for ever."""
         try:
-            require_error(error)
-        except TypeError as exc:  # §2.13: the publisher must stop signalling now, so the
-            self._fail(exc)  # sink fails with it (and cancels) rather than wait for ever
+            check(value)
+        except TypeError as exc:
+            self._fail(exc)
             raise
+
+    def on_error(self, error: Exception) -> None:
+        self._require(require_error, error)  # §2.13
         with self._cond:
             late = self._done
             if not late:
@@ -175,11 +181,7 @@ class BatchSubscriber(TerminalSignals, Generic[T]):
             self.request_batches(1)  # consumer closed, is cancelled quietly (§3.15); §2.1
 
     def on_next(self, element: T) -> None:
-        try:
-            require_element(element)
-        except TypeError as exc:  # §2.13: the publisher must stop signalling now, so the
-            self._fail(exc)  # sink fails with it (and cancels) rather than wait for ever
-            raise
+        self._require(require_element, element)  # §2.13
         with self._cond:
             if self._done:
                 return  # §2.8: after cancel
