@@ -278,6 +278,26 @@ def test_batch_subscriber_closing_early_cancels() -> None:
     assert source.pulled == 4
 
 
+def test_a_late_on_error_is_reported_never_raised_and_the_first_terminal_stays(
+    caplog: Any,
+) -> None:
+    """``TerminalSignals``: ``on_error`` after ``on_complete`` is logged as dropped (§1.7),
+    not raised, and the sink still ends as completed; the subscription was let go (§2.4)."""
+    upstream = RecordingSubscription()
+    subscriber: BatchSubscriber[int] = BatchSubscriber(2)
+    subscriber.on_subscribe(upstream)
+    subscriber.on_next(1)
+    subscriber.on_complete()
+    late = RuntimeError("late-error-5e1c")
+    with caplog.at_level("ERROR", logger="reactive_streams"):
+        subscriber.on_error(late)
+    assert any(
+        "§1.7" in r.getMessage() and "late-error-5e1c" in r.getMessage() for r in caplog.records
+    )
+    assert list(subscriber.batches(timeout=5)) == [[1]]  # completed: no error raised
+    assert subscriber.scan().upstream is None and not upstream.cancelled.is_set()
+
+
 def test_batch_subscriber_rejects_none_and_bad_sizes() -> None:
     """None signals raise TypeError (§2.13); batch_size and request_batches(k) take
     positive ints only."""
